@@ -1,0 +1,81 @@
+"""Checkpoints and run directories, written atomically: a temp directory, then one rename, then a pointer file.
+
+A run killed at any moment leaves either the previous checkpoint or the new one, never half of one. `LATEST`
+names the newest complete checkpoint; older ones are removed after the pointer moves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def save_model_dir(model: Any, tokenizer: Any, dest: str | Path, extra: dict[str, Any] | None = None) -> Path:
+    """Save an HF model directory (plus `extra` files: name → torch object or str) and move it into place."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for name, obj in (extra or {}).items():
+            if isinstance(obj, str):
+                (tmp / name).write_text(obj, encoding="utf-8")
+            else:
+                torch.save(obj, tmp / name)
+        if dest.exists():  # replace: move the old one aside first so a crash never leaves no directory at all
+            old = dest.with_name(f".{dest.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any, state: dict[str, Any],
+                    config_yaml: str, keep: int = 1) -> Path:
+    """Write `checkpoints/step-N` atomically, point `LATEST` at it, then prune all but the newest `keep`."""
+    ckpts = Path(run_dir) / "checkpoints"
+    dest = save_model_dir(model, tokenizer, ckpts / f"step-{step:07d}",
+                          extra={"trainer_state.pt": state, "config.yaml": config_yaml})
+    atomic_write_text(ckpts / "LATEST", dest.name + "\n")
+    for old in sorted(p for p in ckpts.glob("step-*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    pointer = Path(run_dir) / "checkpoints" / "LATEST"
+    if not pointer.exists():
+        return None
+    path = pointer.parent / pointer.read_text().strip()
+    return path if (path / "trainer_state.pt").exists() else None
+
+
+def load_trainer_state(ckpt: Path) -> dict[str, Any]:
+    return torch.load(ckpt / "trainer_state.pt", weights_only=False)

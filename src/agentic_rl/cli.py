@@ -1,0 +1,112 @@
+"""The `agentic-rl` command line: sft, rollout (and, as they land, run, eval, doctor, report)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+
+from .config import ConfigError, load_config
+from .ui import console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Train LLM agents to use tools well: SFT, then agentic GRPO with verifiable rewards.")
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/] {msg}")
+    raise typer.Exit(2)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+def sft(ctx: typer.Context,
+        env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
+        out: Path = typer.Option(Path("runs/sft"), help="Run directory."),
+        config: Optional[Path] = typer.Option(None, help="YAML config file; key=value arguments override it."),
+        resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
+    """Supervised fine-tuning on noisy-teacher demonstrations. Extra arguments: key=value config overrides."""
+    from .sft import SFTConfig, train_sft
+
+    try:
+        cfg = load_config(SFTConfig, config, ctx.args, env=env)
+        train_sft(cfg, out, resume=resume)
+    except (ConfigError, ValueError) as e:
+        _fail(str(e))
+
+
+@app.command()
+def rollout(env: str = typer.Option("tool_use", help="Environment name."),
+            policy: str = typer.Option(..., help="Model directory, tiny, teacher, noisy-teacher, random or "
+                                                 "script:FILE."),
+            n: int = typer.Option(3, help="Number of tasks."),
+            group: int = typer.Option(1, help="Samples per task."),
+            split: str = typer.Option("eval", help="Task split: train or eval."),
+            task_id: Optional[str] = typer.Option(None, help="Run only this task (by its stable id)."),
+            seed: int = typer.Option(0, help="Seed for tasks and sampling."),
+            temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
+            json_out: Optional[Path] = typer.Option(None, "--json", help="Write the trajectories here (JSON list)."),
+            quiet: bool = typer.Option(False, help="Print only the summary.")) -> None:
+    """Run a policy in an environment and print its trajectories: turns, tool calls, observations, rewards."""
+    from .envs import make_env
+    from .metrics import summarize
+    from .policies import SamplingConfig, load_policy
+    from .rollout import run_episodes
+
+    try:
+        e = make_env(env)
+        if split not in ("train", "eval"):
+            raise ValueError(f"split must be train or eval, got {split!r}")
+        if task_id is not None:
+            tasks = [t for sp in ("eval", "train") for t in e.tasks(sp, 2000, seed) if t.id == task_id][:1]  # type: ignore[arg-type]
+            if not tasks:
+                raise ValueError(f"no task with id {task_id!r} among the first 2000 of each split for seed {seed}")
+        else:
+            tasks = e.tasks(split, n, seed)  # type: ignore[arg-type]
+        pol = load_policy(policy, e, SamplingConfig(temperature=temperature))
+        trajs = run_episodes(lambda: make_env(env), tasks, pol, group_size=group, seed=seed)
+    except ValueError as err:
+        _fail(str(err))
+        return
+    if not quiet:
+        for t in trajs:
+            print_trajectory(t)
+    console.print_json(json.dumps({k: v for k, v in summarize(trajs).items()}))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps([t.to_dict() for t in trajs], ensure_ascii=False, indent=1))
+
+
+def print_trajectory(t: Any) -> None:
+    """A readable view of one episode."""
+    mark = "[green]✓[/]" if t.success else "[red]✗[/]"
+    console.rule(f"{mark} {t.task_id} #{t.sample} · {t.task_kind} · reward {t.reward:+.2f} · {t.outcome}")
+    turn = 0
+    for m in t.messages:
+        role = m["role"]
+        if role == "system":
+            continue
+        if role == "user":
+            console.print(f"[bold]user[/]      {escape(m['content'])}")
+        elif role == "assistant":
+            r = t.turn_rewards[turn] if turn < len(t.turn_rewards) else 0.0
+            turn += 1
+            calls = m.get("tool_calls") or []
+            body = ("call " + ", ".join(f"{c['function']['name']}({json.dumps(c['function']['arguments'], ensure_ascii=False)})"
+                                        for c in calls)) if calls else repr(m.get("content", ""))
+            console.print(f"[cyan]assistant[/] {escape(body)}   [dim]r={r:+.2f}[/]")
+        else:
+            console.print(f"[yellow]{role:<9}[/] {escape(m['content'])}")
+
+
+def main() -> None:  # pragma: no cover
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

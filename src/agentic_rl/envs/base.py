@@ -1,0 +1,143 @@
+"""The environment contract (Gymnasium-like): tasks, `reset`, `step`, a teacher, and `check_env` to prove it holds."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..tools import Toolbox
+
+Split = Literal["train", "eval"]
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem for the agent. `id` is stable: the same generator, seed and index give the same id."""
+
+    id: str
+    split: Split
+    kind: str  # the task type, for per-type metrics
+    prompt: str  # the user message
+    answer: str  # the gold final answer
+    reference: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # the reference solution's tool calls
+    meta: tuple[tuple[str, Any], ...] = ()  # anything else the env needs (hashable, so tasks are too)
+
+    @property
+    def reference_calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(name, dict(args)) for name, args in self.reference]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.meta).get(key, default)
+
+
+@dataclass
+class StepResult:
+    """What `Env.step` returns, as in Gymnasium: observation messages, this turn's reward, and the end flags."""
+
+    observation: list[Message]  # messages to append to the conversation (empty when the episode ends)
+    reward: float  # this turn's reward; the per-turn rewards of an episode sum to its final reward
+    terminated: bool  # the agent gave a final answer
+    truncated: bool  # a limit ended the episode (turn limit)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Env(ABC):
+    """One episode at a time: `reset(task)` then `step(action)` until terminated or truncated.
+
+    Subclasses supply a task generator, their tools as plain typed functions, a reward and a teacher.
+    """
+
+    name: ClassVar[str]
+    tools: Toolbox
+    max_turns: int
+
+    @abstractmethod
+    def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
+        """`n` tasks of `split`, deterministic for `seed`. Train and eval tasks never overlap."""
+
+    @abstractmethod
+    def reset(self, task: Task) -> list[Message]:
+        """Start an episode; return the opening messages (system prompt with the tool schemas, user message)."""
+
+    @abstractmethod
+    def step(self, action: str) -> StepResult:
+        """Apply one assistant turn (its raw text) and return what happened."""
+
+    @abstractmethod
+    def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
+        """The scripted teacher's next assistant turn. `noise` names the mistakes to make in this episode."""
+
+    def noise_plan(self, task: Task, rng: random.Random, rates: dict[str, float]) -> dict[str, bool]:
+        """Which mistakes the noisy teacher makes in one episode, drawn once at its start."""
+        unknown = set(rates) - set(self.mistakes)
+        if unknown:
+            raise ValueError(f"unknown mistake(s) {sorted(unknown)} for env {self.name}; valid: {sorted(self.mistakes)}")
+        return {m: rng.random() < rates.get(m, 0.0) for m in self.mistakes}
+
+    mistakes: ClassVar[tuple[str, ...]] = ()
+    default_noise: ClassVar[dict[str, float]] = {}
+
+    def close(self) -> None:
+        """Release what the episode holds (temp dirs, processes). Safe to call twice."""
+
+
+def stable_hash(*parts: Any) -> int:
+    """A hash that does not change between processes (Python's `hash` of str is salted per process)."""
+    h = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+def split_of(key: str, eval_fraction: float = 0.2) -> Split:
+    """Assign a task's content key to a split by hash: disjoint by construction, stable across versions."""
+    return "eval" if stable_hash("split", key) % 1000 < eval_fraction * 1000 else "train"
+
+
+def check_env(env_factory: Any, n: int = 50, seed: int = 0) -> list[str]:
+    """Exercise the env contract and return the problems found (empty list: the contract holds).
+
+    Checks: tasks are deterministic for a seed and have unique stable ids; train and eval are disjoint; `reset`
+    is deterministic; `step` returns the right types; per-turn rewards sum to the final reward; the teacher
+    solves every task.
+    """
+    problems: list[str] = []
+    env: Env = env_factory()
+    for split in ("train", "eval"):
+        a, b = env.tasks(split, n, seed), env.tasks(split, n, seed)  # type: ignore[arg-type]
+        if a != b:
+            problems.append(f"tasks({split!r}, seed={seed}) differ between two calls")
+        if len({t.id for t in a}) != len(a):
+            problems.append(f"task ids in {split!r} are not unique")
+        if any(t.split != split for t in a):
+            problems.append(f"tasks({split!r}) returned tasks of another split")
+    train, evals = env.tasks("train", n * 4, seed), env.tasks("eval", n * 4, seed + 1)
+    overlap = {(t.prompt, t.answer) for t in train} & {(t.prompt, t.answer) for t in evals}
+    if overlap or {t.id for t in train} & {t.id for t in evals}:
+        problems.append(f"train and eval overlap: {sorted(overlap)[:3]}")
+    for task in env.tasks("eval", n, seed):
+        e1, e2 = env_factory(), env_factory()
+        m1, m2 = e1.reset(task), e2.reset(task)
+        if m1 != m2:
+            problems.append(f"reset({task.id}) is not deterministic")
+        messages, total, result = list(m1), 0.0, None
+        for _ in range(env.max_turns):
+            action = env.teacher_turn(task, messages)
+            result = e1.step(action)
+            if not isinstance(result, StepResult) or not isinstance(result.reward, float):
+                problems.append(f"step() must return StepResult with a float reward, got {result!r}")
+                break
+            total += result.reward
+            messages += [{"role": "assistant", "content": action}, *result.observation]
+            if result.terminated or result.truncated:
+                break
+        if result is None or not result.terminated:
+            problems.append(f"teacher did not finish task {task.id} within {env.max_turns} turns")
+        elif not result.info.get("success"):
+            problems.append(f"teacher failed task {task.id}: {task.prompt!r}")
+        elif abs(total - result.info.get("episode_reward", total)) > 1e-9:
+            problems.append(f"per-turn rewards of {task.id} do not sum to the episode reward")
+        e1.close(), e2.close()
+    return problems

@@ -1,0 +1,75 @@
+"""Per-token logprobs of whole sequences under a causal LM, computing a shared prefix once per micro-batch.
+
+Every episode of one env opens with the same system prompt (the tool schemas): often most of its tokens. Training
+SFT or GRPO on full sequences would spend most of its compute re-encoding that prefix for every row. Here the
+longest common prefix of the micro-batch is run once (batch 1), its KV cache is expanded to all rows, and only the
+rows' own suffixes are run on top. Gradients flow through the prefix as usual, so the result is the same as a
+plain forward over each sequence — `tests/test_logprobs.py` checks values and gradients against one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+
+def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    first, n = seqs[0], min(len(s) for s in seqs)
+    for i in range(n):
+        t = first[i]
+        if any(s[i] != t for s in seqs):
+            return i
+    return n
+
+
+def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: float = 1.0,
+                      with_entropy: bool = False, masks: Sequence[Sequence[int]] | None = None,
+                      min_shared: int = 16) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """logp[b, t] = log p(seqs[b][t] | seqs[b][:t]) under logits / temperature; 0 at t = 0 and on padding.
+
+    With `masks`, only positions where masks[b][t] == 1 are computed (the rest are 0): the vocabulary projection
+    is most of the cost for a small model, and a trainer needs it only on the policy's tokens.
+    Returns (logp, entropy) with shape (B, T_max); entropy (of the full next-token distribution) only when asked.
+    """
+    B, T = len(seqs), max(len(s) for s in seqs)
+    # Keep at least one token per row outside the prefix so every row has a suffix to run.
+    P = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
+    if B == 1 or P < min_shared:
+        P = 0
+    dev = next(model.parameters()).device
+    ids = torch.zeros(B, T, dtype=torch.long, device=dev)
+    want = torch.zeros(B, T, dtype=torch.bool, device=dev)
+    valid = torch.zeros(B, T, dtype=torch.long, device=dev)
+    for b, s in enumerate(seqs):
+        ids[b, : len(s)] = torch.as_tensor(list(s), device=dev)
+        valid[b, : len(s)] = 1
+        want[b, 1: len(s)] = True if masks is None else torch.as_tensor(list(masks[b][1:]), device=dev).bool()
+
+    base, head = model.get_decoder(), model.get_output_embeddings()
+    if P > 0:
+        cache = DynamicCache(config=model.config)
+        prefix_h = base(input_ids=ids[:1, :P], cache=cache, use_cache=True).last_hidden_state  # (1, P, H)
+        cache.batch_repeat_interleave(B)
+        pos = torch.arange(P, T, device=dev).expand(B, T - P)
+        attn = torch.cat([torch.ones(B, P, dtype=torch.long, device=dev), valid[:, P:]], dim=1)
+        suffix_h = base(input_ids=ids[:, P:], attention_mask=attn, position_ids=pos, cache=cache,
+                        use_cache=True).last_hidden_state  # (B, T-P, H)
+        hidden = torch.cat([prefix_h.expand(B, -1, -1), suffix_h], dim=1)  # (B, T, H)
+    else:
+        hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state  # (B, T, H)
+
+    # The hidden state at t-1 predicts token t: project only the wanted positions onto the vocabulary.
+    b_idx, t_idx = want.nonzero(as_tuple=True)
+    logits = head(hidden[b_idx, t_idx - 1]).float() / (temperature if temperature > 0 else 1.0)  # (N, V)
+    logz = torch.logsumexp(logits, dim=-1)  # (N,)
+    tok_logp = logits.gather(-1, ids[b_idx, t_idx].unsqueeze(-1)).squeeze(-1) - logz  # (N,)
+    logp = torch.zeros(B, T, device=dev, dtype=tok_logp.dtype).index_put((b_idx, t_idx), tok_logp)
+    entropy = None
+    if with_entropy:
+        p = F.softmax(logits, dim=-1)
+        ent = logz - (p * logits).sum(-1)  # H = log Z − E_p[logit]
+        entropy = torch.zeros(B, T, device=dev, dtype=ent.dtype).index_put((b_idx, t_idx), ent)
+    return logp, entropy

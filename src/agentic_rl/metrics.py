@@ -1,0 +1,27 @@
+"""Summary metrics over a set of trajectories (the evaluation issue extends these to six families)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .trajectory import Trajectory
+
+
+def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """success_rate, mean_reward, tool_calls_per_episode and outcome rates; infra failures are counted apart."""
+    n = len(trajs)
+    scored = [t for t in trajs if not t.is_infra_failure]
+    k = max(len(scored), 1)
+    out: dict[str, Any] = {
+        "episodes": n,
+        "success_rate": sum(t.success for t in scored) / k,
+        "mean_reward": sum(t.reward for t in scored) / k,
+        "tool_calls_per_episode": sum(t.n_tool_calls for t in scored) / k,
+        "turns_per_episode": sum(t.n_turns for t in scored) / k,
+        "truncation_rate": sum(t.outcome == "truncated" for t in trajs) / max(n, 1),
+        "infra_failures": n - len(scored),
+    }
+    kinds = sorted({t.task_kind for t in scored})
+    out["success_by_kind"] = {kd: sum(t.success for t in scored if t.task_kind == kd) /
+                              sum(t.task_kind == kd for t in scored) for kd in kinds}
+    return out

@@ -1,0 +1,36 @@
+"""Policies by spec: a local HF model directory, `tiny`, `teacher`, `noisy-teacher`, `random`, `script:FILE`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..envs.base import Env
+from .base import Policy, Session, TokenRecord, Turn
+from .hf import HFPolicy, SamplingConfig, TokenContinuityError
+from .scripted import RandomPolicy, ScriptPolicy, TeacherPolicy
+
+POLICY_SPECS = "a local Hugging Face model directory, tiny, teacher, noisy-teacher, random, or script:FILE"
+
+
+def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
+                noise: dict[str, float] | None = None, workdir: str | Path | None = None) -> Policy:
+    """Resolve a policy spec. `tiny` builds a fresh, untrained tiny model for `env` under `workdir`."""
+    if spec == "teacher":
+        return TeacherPolicy()
+    if spec == "noisy-teacher":
+        return TeacherPolicy(noise if noise is not None else dict(env.default_noise))
+    if spec == "random":
+        return RandomPolicy()
+    if spec.startswith("script:"):
+        return ScriptPolicy(spec[len("script:"):])
+    if spec == "tiny":
+        from ..tiny_build import build_tiny_for_env
+
+        return HFPolicy(build_tiny_for_env(env, Path(workdir or "runs/tiny-init")), sampling)
+    if Path(spec).is_dir():
+        return HFPolicy(spec, sampling)
+    raise ValueError(f"unknown policy {spec!r}; valid: {POLICY_SPECS}")
+
+
+__all__ = ["HFPolicy", "POLICY_SPECS", "Policy", "RandomPolicy", "SamplingConfig", "ScriptPolicy", "Session",
+           "TeacherPolicy", "TokenContinuityError", "TokenRecord", "Turn", "load_policy"]

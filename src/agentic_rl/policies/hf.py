@@ -1,0 +1,212 @@
+"""A Hugging Face causal LM as a policy: batched multi-turn sampling with one KV cache that carries across turns.
+
+How the batch works. Every episode is a row of one `DynamicCache`. All rows advance together, one cache slot per
+forward; a row with nothing to add that step gets a masked slot (a "hole", attention mask 0) and positions are
+given explicitly, so each row sees exactly its own tokens at positions 0, 1, 2, … — the same as a plain forward
+over its sequence. The G samples of a task share one prompt prefill (rows are copied after it). Tool observations
+are prefilled in one batched forward, not re-encoded with the whole context, and finished episodes' rows are
+dropped from the cache so later steps cost less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+from ..envs.base import Env, Message, Task, stable_hash
+from ..render import Renderer
+from .base import Policy, Session, TokenRecord, Turn
+
+
+class TokenContinuityError(RuntimeError):
+    """Re-rendering a conversation did not reproduce the tokens already in the policy's context."""
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    """Sampling temperature; 0 means greedy. Logprobs are recorded under this temperature (logits / T)."""
+    max_new_tokens: int = 96
+    """Most tokens in one assistant turn; a longer turn is cut and the episode truncated."""
+    max_context: int = 1024
+    """Most tokens in a whole episode, prompt and observations included."""
+
+
+class HFPolicy(Policy):
+    """Any local causal-LM directory with a chat template (the tiny preset is one)."""
+
+    def __init__(self, path: str | Path, sampling: SamplingConfig | None = None, model=None, tokenizer=None):
+        path = Path(path)
+        if model is None and not (path / "config.json").exists():
+            raise ValueError(f"{path} is not a Hugging Face model directory (no config.json); give a local "
+                             "directory saved with save_pretrained, or one of: tiny, teacher, noisy-teacher, random, "
+                             "script:FILE")
+        self.path = path
+        self.name = str(path)
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+        self.model = model or AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        self.renderer = Renderer(self.tokenizer)
+        self.sampling = sampling or SamplingConfig()
+
+    def start(self, env: Env, tasks: Sequence[Task], samples: Sequence[int], seed: int) -> Session:
+        return HFSession(self, list(tasks), list(samples), seed)
+
+
+@dataclass
+class _Episode:
+    ids: list[int]
+    mask: list[int]
+    logprobs: list[float]
+    assistant_ids: list[list[int]]
+    cached: int = 0  # how many of `ids` are in the KV cache
+
+
+class HFSession(Session):
+    def __init__(self, policy: HFPolicy, tasks: list[Task], samples: list[int], seed: int):
+        self.p, self.cfg = policy, policy.sampling
+        self.model, self.renderer = policy.model, policy.renderer
+        self.eos = policy.renderer.eos_id
+        self.pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else self.eos
+        self.gen = torch.Generator().manual_seed(stable_hash("sample", seed) % 2**63)
+        self.eps: list[_Episode | None] = [None] * len(tasks)
+        self.rows: list[int] = []  # cache row r holds episode rows[r]
+        self.cache: DynamicCache | None = None
+        self.attn = torch.zeros(0, 0, dtype=torch.long)  # (rows, slots): 1 where a slot holds a real token
+
+    # -- the cache ----------------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _forward(self, feeds: dict[int, list[int]]) -> dict[int, torch.Tensor]:
+        """Append each episode's `feeds` to its row (right-aligned, holes on the left) in one forward.
+
+        Holes keep position 0 and attention mask 0: no later query of any row attends to them.
+
+        Returns the logits after each episode's last fed token."""
+        width = max((len(v) for v in feeds.values()), default=0)
+        if width == 0:
+            return {}
+        n = len(self.rows)
+        ids = torch.full((n, width), self.pad, dtype=torch.long)
+        valid = torch.zeros(n, width, dtype=torch.long)
+        pos = torch.zeros(n, width, dtype=torch.long)
+        for r, e in enumerate(self.rows):
+            toks = feeds.get(e, [])
+            if toks:
+                ep = self.eps[e]
+                ids[r, width - len(toks):] = torch.tensor(toks)
+                valid[r, width - len(toks):] = 1
+                pos[r, width - len(toks):] = torch.arange(ep.cached, ep.cached + len(toks))
+                ep.cached += len(toks)
+        self.attn = torch.cat([self.attn, valid], dim=1)
+        out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache, use_cache=True)
+        self.cache = out.cache if self.cache is None else self.cache
+        last = out.logits[:, -1, :].float()
+        return {e: last[r] for r, e in enumerate(self.rows) if feeds.get(e)}
+
+    def _keep_rows(self, episodes: list[int], source: dict[int, int] | None = None) -> None:
+        """Make cache row r hold episode episodes[r]: drop finished rows, copy a leader's row to share a prefix."""
+        if episodes == self.rows:
+            return
+        source = source or {}
+        index = torch.tensor([self.rows.index(source.get(e, e)) for e in episodes], dtype=torch.long)
+        if self.cache is not None:
+            self.cache.batch_select_indices(index)
+        self.attn = self.attn[index]
+        self.rows = list(episodes)
+
+    # -- turns --------------------------------------------------------------------------------------------------
+
+    def act(self, episodes: Sequence[int], conversations: Sequence[list[Message]]) -> list[Turn]:
+        episodes = list(episodes)
+        feeds: dict[int, list[int]] = {}
+        if self.cache is None:
+            self._prefill_prompts(episodes, conversations)
+        for e, conv in zip(episodes, conversations):
+            ep = self.eps[e]
+            full = self.renderer.render(conv, add_generation_prompt=True, assistant_ids=ep.assistant_ids).ids
+            self._check_prefix(e, ep.ids, full)
+            ep.ids += full[len(ep.ids):]
+            ep.mask += [0] * (len(full) - len(ep.mask))
+            ep.logprobs += [0.0] * (len(full) - len(ep.logprobs))
+            feeds[e] = ep.ids[ep.cached:]
+        self._keep_rows([e for e in self.rows if e in feeds])
+        logits = self._forward({e: f for e, f in feeds.items() if f})
+        return self._decode(episodes, logits)
+
+    def _prefill_prompts(self, episodes: list[int], conversations: Sequence[list[Message]]) -> None:
+        """Prefill each distinct prompt once, all but its last token; the G samples of a task copy that row.
+
+        The last prompt token is then fed per row by `act`, which yields each row's first logits."""
+        leader_of: dict[tuple[int, ...], int] = {}
+        for e, conv in zip(episodes, conversations):
+            ids = self.renderer.render(conv, add_generation_prompt=True).ids
+            self.eps[e] = _Episode(list(ids), [0] * len(ids), [0.0] * len(ids), [])
+            leader_of.setdefault(tuple(ids), e)
+        leaders = list(leader_of.values())
+        self.rows, self.cache = leaders, DynamicCache(config=self.model.config)
+        self.attn = torch.zeros(len(leaders), 0, dtype=torch.long)
+        self._forward({e: self.eps[e].ids[:-1] for e in leaders})
+        for e in episodes:
+            self.eps[e].cached = len(self.eps[e].ids) - 1
+        self._keep_rows(episodes, source={e: leader_of[tuple(self.eps[e].ids)] for e in episodes})
+
+    def _decode(self, episodes: list[int], logits: dict[int, torch.Tensor]) -> list[Turn]:
+        """Sample until every listed episode ends its turn (EOS, the turn's token limit, or the context limit)."""
+        T = self.cfg.temperature
+        out_ids: dict[int, list[int]] = {e: [] for e in episodes}
+        finish: dict[int, str] = {}
+        while True:
+            step: dict[int, list[int]] = {}
+            active = [e for e in episodes if e not in finish]
+            if not active:
+                break
+            stacked = torch.stack([logits[e] for e in active])
+            logp = torch.log_softmax(stacked / T if T > 0 else stacked, dim=-1)
+            if T > 0:
+                tok = torch.multinomial(logp.exp(), 1, generator=self.gen).squeeze(1)
+            else:
+                tok = logp.argmax(dim=-1)
+            for k, e in enumerate(active):
+                t, ep = int(tok[k]), self.eps[e]
+                out_ids[e].append(t)
+                ep.ids.append(t)
+                ep.mask.append(1)
+                ep.logprobs.append(float(logp[k, t]))
+                if t == self.eos:
+                    finish[e] = "stop"
+                elif len(out_ids[e]) >= self.cfg.max_new_tokens or len(ep.ids) >= self.cfg.max_context:
+                    finish[e] = "length"
+                else:
+                    step[e] = [t]
+            if step:
+                logits = self._forward(step)
+        turns = []
+        for e in episodes:
+            self.eps[e].assistant_ids.append(out_ids[e])
+            turns.append(Turn(self.renderer.decode(out_ids[e]), finish[e]))  # type: ignore[arg-type]
+        return turns
+
+    def _check_prefix(self, e: int, have: list[int], full: list[int]) -> None:
+        if full[: len(have)] != have:
+            k = next((i for i, (a, b) in enumerate(zip(have, full)) if a != b), min(len(have), len(full)))
+            raise TokenContinuityError(
+                f"episode {e}: re-rendered conversation diverges from the policy's context at token {k} "
+                f"(had {have[k:k + 5]}, template gives {full[k:k + 5]}); the chat template is not prefix-stable")
+
+    def finish(self, episode: int, conversation: list[Message]) -> TokenRecord:
+        """Close the episode: append the template's tokens after the last turn so ids == render(messages)."""
+        ep = self.eps[episode]
+        full = self.renderer.render(conversation, assistant_ids=ep.assistant_ids).ids
+        self._check_prefix(episode, ep.ids, full)
+        tail = len(full) - len(ep.ids)
+        ep.ids += full[len(ep.ids):]
+        ep.mask += [0] * tail
+        ep.logprobs += [0.0] * tail
+        if episode in self.rows:
+            self._keep_rows([e for e in self.rows if e != episode])
+        self.eps[episode] = None
+        return TokenRecord(ep.ids, ep.mask, ep.logprobs, ep.assistant_ids)

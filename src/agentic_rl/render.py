@@ -1,0 +1,117 @@
+"""The one renderer: messages → token ids and loss mask, driven by the tokenizer's chat template.
+
+SFT renders demonstrations with it; the agent loop renders prompts and tool observations with it; tests check that
+re-rendering a sampled trajectory reproduces its ids. The mask comes from the template's `{% generation %}` markers
+(1 on the assistant's own tokens), or, for templates without them, from rendering each assistant turn's prefix.
+
+A model can sample a token sequence that is not the canonical tokenization of its own text ("ab" as "a"+"b").
+Re-tokenizing that text would change what the policy said, so callers pass each assistant turn's sampled ids
+(`assistant_ids`) and the renderer puts them in the assistant spans verbatim: tokens are kept as sampled.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+logger = logging.getLogger(__name__)
+
+
+class RenderError(ValueError):
+    """The chat template cannot be used as the trainer needs (no template, or assistant spans not found)."""
+
+
+@dataclass
+class Rendered:
+    ids: list[int]
+    mask: list[int]  # 1 on assistant-generated tokens, 0 elsewhere
+
+
+class Renderer:
+    """Turns OpenAI-format messages into (ids, mask) with `tokenizer.apply_chat_template`."""
+
+    def __init__(self, tokenizer: Any):
+        if not getattr(tokenizer, "chat_template", None):
+            raise RenderError("the tokenizer has no chat_template; give the model directory one "
+                              "(tokenizer_config.json 'chat_template' or chat_template.jinja)")
+        self.tokenizer = tokenizer
+        self.eos_id: int = tokenizer.eos_token_id
+        self.has_generation_markers = "generation" in tokenizer.chat_template and \
+            "endgeneration" in tokenizer.chat_template
+        if not self.has_generation_markers:
+            logger.warning("chat template has no {%% generation %%} markers; finding assistant spans by prefix rendering")
+
+    def _template(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool,
+                  with_mask: bool) -> tuple[list[int], list[int] | None]:
+        out = self.tokenizer.apply_chat_template(
+            list(messages), tokenize=True, return_dict=True, add_generation_prompt=add_generation_prompt,
+            return_assistant_tokens_mask=with_mask)
+        ids = list(out["input_ids"])
+        return ids, (list(out["assistant_masks"]) if with_mask else None)
+
+    def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = False,
+               assistant_ids: Sequence[Sequence[int] | None] | None = None) -> Rendered:
+        """Render `messages`; with `assistant_ids`, the k-th assistant span is replaced by the k-th sampled ids."""
+        if self.has_generation_markers:
+            ids, mask = self._template(messages, add_generation_prompt, with_mask=True)
+            spans = _runs(mask)  # type: ignore[arg-type]
+        else:
+            ids, _ = self._template(messages, add_generation_prompt, with_mask=False)
+            spans = self._spans_by_prefix(messages)
+        n_assistant = sum(m["role"] == "assistant" for m in messages)
+        if len(spans) != n_assistant:
+            raise RenderError(f"found {len(spans)} assistant spans for {n_assistant} assistant messages; "
+                              "the chat template must render every assistant turn")
+        mask = [0] * len(ids)
+        for s, e in spans:
+            mask[s:e] = [1] * (e - s)
+        if assistant_ids is None:
+            return Rendered(ids, mask)
+        if len(assistant_ids) != n_assistant:
+            raise RenderError(f"got {len(assistant_ids)} assistant_ids for {n_assistant} assistant messages")
+        out_ids: list[int] = []
+        out_mask: list[int] = []
+        prev = 0
+        for (s, e), sampled in zip(spans, assistant_ids):
+            out_ids += ids[prev:s]
+            out_mask += [0] * (s - prev)
+            span = list(sampled) if sampled is not None else ids[s:e]
+            out_ids += span
+            out_mask += [1] * len(span)
+            prev = e
+        out_ids += ids[prev:]
+        out_mask += [0] * (len(ids) - prev)
+        return Rendered(out_ids, out_mask)
+
+    def _spans_by_prefix(self, messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+        """Assistant spans for templates without generation markers: from the end of the generation prompt up to
+        and including the first EOS after it (what sampling would have produced)."""
+        spans = []
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            start = len(self._template(messages[:i], True, with_mask=False)[0])
+            full = self._template(messages[: i + 1], False, with_mask=False)[0]
+            end = next((j + 1 for j in range(start, len(full)) if full[j] == self.eos_id), len(full))
+            spans.append((start, end))
+        return spans
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of one sampled assistant turn, without its closing EOS; special tags like <tool_call> kept."""
+        ids = list(ids)
+        if ids and ids[-1] == self.eos_id:
+            ids = ids[:-1]
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """[start, end) of each run of ones."""
+    runs, start = [], None
+    for i, v in enumerate(list(mask) + [0]):
+        if v and start is None:
+            start = i
+        elif not v and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs

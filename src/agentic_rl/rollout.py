@@ -1,0 +1,85 @@
+"""The agent loop: run many episodes at once (tasks × G samples) and record each as a Trajectory.
+
+Each turn, every running episode gets one assistant turn from the policy (batched), the env steps on it, and the
+observation is appended. An episode ends on its own: final answer (terminated), turn limit or token limit
+(truncated), an exception inside the env (env_error) or its wall-clock budget (timeout). A failed episode is data:
+it is recorded with its outcome, never raised into the trainer.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+from .envs.base import Env, Message, Task
+from .parsing import ToolCall, parse_turn
+from .policies.base import Policy
+from .trajectory import Trajectory, assistant_message
+
+
+def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: Policy, group_size: int = 1,
+                 seed: int = 0, episode_timeout_s: float | None = None) -> list[Trajectory]:
+    """Run `group_size` episodes of every task; return the trajectories grouped by task, samples in order."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be ≥ 1, got {group_size}")
+    ep_tasks = [t for t in tasks for _ in range(group_size)]
+    samples = [g for _ in tasks for g in range(group_size)]
+    envs = [env_factory() for _ in ep_tasks]
+    convs: list[list[Message]] = [env.reset(t) for env, t in zip(envs, ep_tasks)]
+    rewards: list[list[float]] = [[] for _ in ep_tasks]
+    results: list[Trajectory | None] = [None] * len(ep_tasks)
+    started = [time.monotonic()] * len(ep_tasks)
+    session = policy.start(envs[0], ep_tasks, samples, seed)
+    running = list(range(len(ep_tasks)))
+    try:
+        while running:
+            turns = session.act(running, [convs[i] for i in running])
+            still: list[int] = []
+            for i, turn in zip(running, turns):
+                env, info, outcome = envs[i], {}, None
+                try:
+                    res = env.step(turn.text)
+                except Exception as e:  # an env crash ends this episode as infrastructure failure, not reward 0
+                    info = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=5)}
+                    convs[i].append(_message(turn.text, env))
+                    rewards[i].append(0.0)
+                    outcome = "env_error"
+                else:
+                    convs[i].append(_message(turn.text, env))
+                    rewards[i].append(res.reward)
+                    convs[i].extend(res.observation)
+                    info = res.info
+                    if res.terminated or res.truncated:
+                        outcome = "ok" if res.terminated else "truncated"
+                    elif turn.finish == "length":  # the policy hit a token limit: the episode cannot go on
+                        outcome = "truncated"
+                        info = {**info, "truncated_by": "tokens"}
+                    elif episode_timeout_s is not None and time.monotonic() - started[i] > episode_timeout_s:
+                        outcome = "timeout"
+                if outcome is None:
+                    still.append(i)
+                    continue
+                results[i] = _trajectory(env, ep_tasks[i], samples[i], convs[i], rewards[i], outcome, info,
+                                         session.finish(i, convs[i]))
+            running = still
+    finally:
+        for env in envs:
+            env.close()
+    return [t for t in results if t is not None]
+
+
+def _message(text: str, env: Env) -> dict[str, Any]:
+    parsed = parse_turn(text, env.tools)
+    return assistant_message(text, (parsed.name, parsed.arguments) if isinstance(parsed, ToolCall) else None)
+
+
+def _trajectory(env: Env, task: Task, sample: int, messages: list[Message], turn_rewards: list[float], outcome: str,
+                info: dict[str, Any], record: Any) -> Trajectory:
+    info = {k: v for k, v in info.items() if k not in ("parsed",)}
+    return Trajectory(
+        env=env.name, task_id=task.id, task_kind=task.kind, sample=sample, messages=messages,
+        turn_rewards=turn_rewards, reward=float(sum(turn_rewards)), outcome=outcome,  # type: ignore[arg-type]
+        success=bool(info.get("success", False)) and outcome == "ok", info=info,
+        ids=record.ids if record else None, mask=record.mask if record else None,
+        logprobs=record.logprobs if record else None, assistant_ids=record.assistant_ids if record else None)

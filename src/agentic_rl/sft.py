@@ -1,0 +1,233 @@
+"""SFT: imitate demonstrations. L = −Σ_t log Pθ(y_t | y_<t, x) over the agent's own tokens only (seed §2).
+
+Readable top to bottom: config → demonstrations → render (ids + mask) → AdamW with warmup + cosine, gradient
+clipping and micro-batches → periodic held-out evaluation with the agent loop → atomic checkpoints → summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from .checkpoint import (atomic_write_json, atomic_write_text, latest_checkpoint, load_trainer_state,
+                         save_checkpoint, save_model_dir)
+from .config import Config, ConfigError, diff_configs
+from .envs import make_env
+from .logprobs import sequence_logprobs
+from .metrics import summarize
+from .policies import HFPolicy, SamplingConfig, TeacherPolicy
+from .render import Renderer
+from .rollout import run_episodes
+from .tiny_build import build_tiny_for_env
+from .trajectory import save_jsonl
+from .ui import console, progress
+
+
+class TinyConfig(Config):
+    hidden: int = 256
+    """Hidden size of the built-in tiny Qwen2 model."""
+    layers: int = 4
+    """Transformer layers."""
+    heads: int = 4
+    """Attention heads."""
+    kv_heads: int = 2
+    """Key/value heads (grouped-query attention)."""
+    intermediate: int = 768
+    """MLP width."""
+    vocab_size: int = 4096
+    """Most BPE tokens; the trainer stops early when the env's text needs fewer."""
+
+
+class SFTConfig(Config):
+    env: str = "tool_use"
+    """Environment name."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment (tool_use: fault_rate, max_turns)."""
+    policy: str = "tiny"
+    """Starting policy: `tiny` (built here from a config and a locally trained tokenizer) or a local HF model dir."""
+    tiny: TinyConfig = Field(default_factory=TinyConfig)
+    """Size of the tiny model, when policy is `tiny`."""
+    seed: int = 0
+    """Seed for tasks, demonstrations, initialisation, data order and evaluation sampling."""
+    demos: int = 3000
+    """Number of noisy-teacher demonstration episodes, one per train task."""
+    noise: dict[str, float] | None = None
+    """Mistake rates of the noisy teacher (None: the env's defaults)."""
+    only_successful: bool = False
+    """Keep only demonstrations whose final answer was correct (rejection-sampling SFT)."""
+    epochs: float = 3.0
+    """Passes over the demonstrations (fractions allowed)."""
+    batch_size: int = 32
+    """Demonstrations per optimizer step."""
+    micro_batch_size: int = 16
+    """Demonstrations per forward/backward; gradients accumulate up to batch_size (one huge batch is slow on CPU)."""
+    lr: float = 2e-3
+    """Peak learning rate of AdamW."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    warmup_ratio: float = 0.05
+    """Fraction of steps with linear warmup; then cosine decay to 10% of the peak."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    eval_every: int = 100
+    """Evaluate on held-out tasks every this many steps (0: only at the end)."""
+    eval_tasks: int = 100
+    """Held-out tasks per evaluation."""
+    eval_temperature: float = 1.0
+    """Sampling temperature for evaluation (the policy as it samples; 0 for greedy)."""
+    max_new_tokens: int = 96
+    """Most tokens per assistant turn when sampling."""
+    checkpoint_every: int = 50
+    """Save a resumable checkpoint every this many steps."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (None: as many as `epochs` gives)."""
+
+
+def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
+    t_start = time.time()
+    out = Path(out)
+    ckpt = latest_checkpoint(out)
+    _prepare_run_dir(cfg, out, ckpt, resume)
+    console.print(f"[bold]SFT[/] → {out}\n{cfg.to_yaml()}")
+    env_factory = lambda: make_env(cfg.env, **cfg.env_args)  # noqa: E731
+    env = _make_env_checked(env_factory)
+
+    # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.
+    init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
+                              **cfg.tiny.model_dump(exclude={"vocab_size"})) if cfg.policy == "tiny" else Path(cfg.policy)
+    policy = HFPolicy(ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens))
+    model, tok = policy.model, policy.tokenizer
+    renderer = Renderer(tok)
+
+    # 2. Demonstrations: the noisy teacher on train tasks, rendered once; the loss mask is the assistant's tokens.
+    teacher = TeacherPolicy(cfg.noise if cfg.noise is not None else dict(env.default_noise))
+    demos = run_episodes(env_factory, env.tasks("train", cfg.demos, cfg.seed), teacher, seed=cfg.seed)
+    save_jsonl(demos, out / "demos.jsonl")
+    if cfg.only_successful:
+        demos = [d for d in demos if d.success]
+    data = [renderer.render(d.messages) for d in demos]
+    console.print(f"{len(data)} demonstrations, {sum(len(d.ids) for d in data)} tokens "
+                  f"({sum(sum(d.mask) for d in data)} trained on); teacher success "
+                  f"{sum(d.success for d in demos) / max(len(demos), 1):.2f}")
+
+    # 3. Optimiser and schedule: linear warmup, cosine decay to 10 % of the peak.
+    steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
+    total = cfg.max_steps or max(1, int(cfg.epochs * steps_per_epoch))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    warm = max(1, int(cfg.warmup_ratio * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * (
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0, s - warm) / max(1, total - warm))))))
+    step = 0
+    if ckpt is not None:
+        state = load_trainer_state(ckpt)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        step = state["step"]
+        console.print(f"resumed from {ckpt.name} at step {step}")
+
+    # 4. Train. The order of demonstrations is a function of (seed, epoch) alone, so a resumed run sees the same.
+    eval_tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
+    model.train()
+    with progress() as bar:
+        job = bar.add_task("SFT", total=total, completed=step)
+        while step < total:
+            epoch, k = divmod(step, steps_per_epoch)
+            order = list(range(len(data)))
+            random.Random(cfg.seed * 1000 + epoch).shuffle(order)
+            batch = [data[i] for i in order[k * cfg.batch_size:(k + 1) * cfg.batch_size]]
+            n_tokens = sum(sum(d.mask) for d in batch)
+            loss_sum = 0.0
+            for j in range(0, len(batch), cfg.micro_batch_size):
+                micro = batch[j:j + cfg.micro_batch_size]
+                logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro])  # (B, T)
+                mask = torch.zeros_like(logp)
+                for b, d in enumerate(micro):
+                    mask[b, : len(d.mask)] = torch.tensor(d.mask, dtype=logp.dtype)
+                # −Σ log p over the assistant's tokens, normalised by the batch's assistant-token count
+                loss = -(logp * mask).sum() / n_tokens
+                loss.backward()
+                loss_sum += loss.item()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            record: dict[str, Any] = {"step": step, "loss": loss_sum, "lr": sched.get_last_lr()[0],
+                                      "grad_norm": float(grad_norm), "epoch": step / steps_per_epoch}
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
+                record["eval"] = _evaluate(env_factory, eval_tasks, policy, cfg.seed)
+                console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
+            _append_metrics(out, record)
+            if step % cfg.checkpoint_every == 0 or step == total:
+                save_checkpoint(out, step, model, tok, _state(opt, sched, step), cfg.to_yaml())
+            bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
+
+    # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison.
+    save_model_dir(model, tok, out / "model")
+    final = _evaluate(env_factory, eval_tasks, policy, cfg.seed)
+    teacher_eval = _evaluate(env_factory, eval_tasks, teacher, cfg.seed)
+    summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
+               "wall_seconds": round(time.time() - t_start, 1), "eval": final, "teacher_eval": teacher_eval}
+    atomic_write_json(out / "summary.json", summary)
+    console.print(f"SFT done in {summary['wall_seconds']} s: success {final['success_rate']:.2f} "
+                  f"(noisy teacher {teacher_eval['success_rate']:.2f}), mean reward {final['mean_reward']:.3f}")
+    return summary
+
+
+def _evaluate(env_factory: Any, tasks: list, policy: Any, seed: int) -> dict[str, Any]:
+    model = getattr(policy, "model", None)
+    if model is not None:
+        model.eval()
+    trajs = run_episodes(env_factory, tasks, policy, seed=seed + 7919)
+    if model is not None:
+        model.train()
+    return summarize(trajs)
+
+
+def _state(opt: torch.optim.Optimizer, sched: Any, step: int) -> dict[str, Any]:
+    return {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step}
+
+
+def _make_env_checked(factory: Any) -> Any:
+    try:
+        return factory()
+    except TypeError as e:
+        raise ConfigError(f"bad env_args: {e}") from None
+
+
+def _prepare_run_dir(cfg: Config, out: Path, ckpt: Path | None, resume: bool) -> None:
+    """A run directory holds one config. Resuming under a different one is refused, naming the differing keys."""
+    saved = out / "config.yaml"
+    if ckpt is not None and not resume:
+        raise ConfigError(f"{out} already holds a run (checkpoint {ckpt.name}); pass --resume to continue it "
+                          "or choose a new --out")
+    if resume and saved.exists():
+        import yaml
+
+        diffs = diff_configs(yaml.safe_load(saved.read_text()), cfg.model_dump(mode="json"))
+        if diffs:
+            raise ConfigError("cannot resume under a different config; differing keys:\n  " + "\n  ".join(diffs))
+    if ckpt is None:  # a fresh start (or a run killed before its first checkpoint): drop stale metrics
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+    else:  # keep the metrics up to the checkpoint; the steps after it will be redone
+        _truncate_metrics(out, load_trainer_state(ckpt)["step"])
+    atomic_write_text(saved, cfg.to_yaml())
+
+
+def _append_metrics(out: Path, record: dict[str, Any]) -> None:
+    with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _truncate_metrics(out: Path, step: int) -> None:
+    path = out / "metrics.jsonl"
+    if path.exists():
+        keep = [l for l in path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= step]
+        atomic_write_text(path, "".join(k + "\n" for k in keep))

@@ -1,0 +1,101 @@
+"""Tools: plain typed Python functions, their JSON schemas, and safe calls that never raise into the trainer."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import jsonschema
+from transformers.utils import get_json_schema
+
+
+class ToolError(Exception):
+    """Raised by a tool to tell the agent something went wrong; the message becomes the observation."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one tool call gave back to the agent: text, and whether it was an error."""
+
+    content: str
+    ok: bool
+    error_kind: str | None = None  # "unknown_tool" | "invalid_arguments" | "tool_error" | "crash"
+
+
+@dataclass
+class Tool:
+    """A callable the agent may use, with the OpenAI-style schema derived from its signature and docstring."""
+
+    fn: Callable[..., Any]
+    schema: dict[str, Any] = field(init=False)
+    _validator: jsonschema.protocols.Validator = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The same shape `transformers.utils.get_json_schema` produces, so HF chat templates and TRL read it as is.
+        self.schema = get_json_schema(self.fn)
+        params = _strict(self.schema["function"]["parameters"])
+        self._validator = jsonschema.Draft202012Validator(params)
+
+    @property
+    def name(self) -> str:
+        return str(self.schema["function"]["name"])
+
+    def validate(self, arguments: Any) -> str | None:
+        """Return None when `arguments` matches the schema, else a one-line reason naming the problem."""
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {type(arguments).__name__}"
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        e = errors[0]
+        where = ".".join(str(p) for p in e.path) or "arguments"
+        valid = ", ".join(self.schema["function"]["parameters"]["properties"]) or "none"
+        return f"{where}: {e.message} (parameters of {self.name}: {valid})"
+
+    def __call__(self, arguments: Any) -> ToolResult:
+        """Validate, then call. Every failure comes back as an error result, never as an exception."""
+        problem = self.validate(arguments)
+        if problem is not None:
+            return ToolResult(f"error: invalid arguments for {self.name}: {problem}", ok=False,
+                              error_kind="invalid_arguments")
+        try:
+            out = self.fn(**arguments)
+        except ToolError as e:
+            return ToolResult(f"error: {e}", ok=False, error_kind="tool_error")
+        except Exception as e:  # a bug in a tool is the env's problem, reported to the agent, not a trainer crash
+            return ToolResult(f"error: {self.name} failed: {type(e).__name__}: {e}", ok=False, error_kind="crash")
+        return ToolResult(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False), ok=True)
+
+
+def _strict(params: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema for validation: unknown arguments are errors and `nullable` admits null."""
+    params = copy.deepcopy(params)
+    params.setdefault("additionalProperties", False)
+    for prop in params.get("properties", {}).values():
+        if prop.pop("nullable", False) and "type" in prop:
+            types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+            prop["type"] = [*types, "null"]
+    return params
+
+
+class Toolbox:
+    """The tools of one environment, by name."""
+
+    def __init__(self, fns: list[Callable[..., Any]]):
+        tools = [Tool(fn) for fn in fns]
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        if len(self.tools) != len(tools):
+            raise ValueError("tool names must be unique")
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema for t in self.tools.values()]
+
+    def call(self, name: str, arguments: Any) -> ToolResult:
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult(f"error: unknown tool {name!r}; valid tools: {', '.join(self.tools)}", ok=False,
+                              error_kind="unknown_tool")
+        return tool(arguments)

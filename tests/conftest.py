@@ -1,0 +1,41 @@
+"""Shared fixtures: the tool_use env and small tiny models built once per test session (no downloads)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from agentic_rl.envs import make_env  # noqa: E402
+from agentic_rl.tiny_build import build_tiny_for_env  # noqa: E402
+
+# Small enough that a test trains it in seconds; the same code path as the default tiny preset.
+SMALL = dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab_size=1024)
+SMALL_SFT = ["tiny.hidden=64", "tiny.layers=2", "tiny.intermediate=128", "tiny.vocab_size=1024"]
+
+
+@pytest.fixture
+def env():
+    return make_env("tool_use")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """An untrained small tiny model with its locally trained tokenizer."""
+    return build_tiny_for_env(make_env("tool_use"), tmp_path_factory.mktemp("tiny") / "init", **SMALL)
+
+
+@pytest.fixture(scope="session")
+def trained_dir(tmp_path_factory) -> Path:
+    """A small model after a short SFT: it ends its turns and makes calls, so sampled episodes are multi-turn."""
+    from agentic_rl.config import load_config
+    from agentic_rl.sft import SFTConfig, train_sft
+
+    out = tmp_path_factory.mktemp("sft") / "run"
+    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=300", "max_steps=60", "batch_size=16",
+                                                        "eval_every=0", "eval_tasks=10", "lr=3e-3"])
+    train_sft(cfg, out)
+    return out / "model"

@@ -1,0 +1,87 @@
+from functools import partial
+
+import pytest
+
+from agentic_rl.envs import check_env, make_env
+from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, ToolUseEnv
+from agentic_rl.parsing import format_tool_call
+
+
+def test_check_env_passes_for_tool_use():
+    assert check_env(partial(make_env, "tool_use"), n=150) == []
+
+
+def test_check_env_catches_a_broken_env():
+    class Unsolvable(ToolUseEnv):
+        def teacher_turn(self, task, messages, noise=None):
+            return "wrong"
+
+    assert any("teacher failed" in p for p in check_env(Unsolvable, n=5))
+
+
+def test_tasks_are_deterministic_disjoint_and_cover_every_kind(env):
+    a, b = env.tasks("train", 300, seed=3), env.tasks("train", 300, seed=3)
+    assert a == b and [t.id for t in a] == [t.id for t in b]
+    assert env.tasks("train", 50, seed=4) != a[:50]
+    train = env.tasks("train", 2000, seed=0)
+    evals = env.tasks("eval", 400, seed=0)
+    assert not {t.prompt for t in train} & {t.prompt for t in evals}
+    # search tasks: eval entities are never seen in training, whatever the question
+    ent = lambda ts: {t.reference_calls[0][1]["query"] for t in ts if t.kind == "search"}  # noqa: E731
+    assert not ent(train) & ent(evals)
+    assert {t.kind for t in evals} == {"calc", "weather", "temperature", "search", "trivial", "two_step"}
+    prompts = [t.prompt for t in train + evals]
+    assert any("天气？" in p for p in prompts) and any("weather" in p for p in prompts)
+
+
+def test_the_seeds_example_beijing_weather(env):
+    task = next(t for t in env.tasks("train", 3000) + env.tasks("eval", 1000) if t.prompt == "北京天气？")
+    assert task.reference_calls == [("get_weather", {"city": "北京"})]
+
+
+def _play(env, task, actions):
+    env.reset(task)
+    results = [env.step(a) for a in actions]
+    return results
+
+
+def test_reward_formula(env):
+    calc = next(t for t in env.tasks("eval", 100) if t.kind == "calc")
+    call = format_tool_call(*calc.reference_calls[0])
+    noflt = ToolUseEnv(fault_rate=0.0)
+    r = _play(noflt, calc, [call, calc.answer])
+    assert [x.reward for x in r] == [0.0, 1.0] and r[-1].terminated and r[-1].info["success"]
+    assert r[0].observation[0]["content"] == calc.answer  # the calculator's observation
+    r = _play(noflt, calc, [call, call, calc.answer])  # one call beyond the reference
+    assert sum(x.reward for x in r) == pytest.approx(1.0 - CALL_COST)
+    r = _play(noflt, calc, ["<tool_call>{bad</tool_call>", call, calc.answer])
+    assert r[0].observation[0]["content"].startswith("error:")
+    assert sum(x.reward for x in r) == pytest.approx(1.0 - INVALID_COST)
+    r = _play(noflt, calc, ["12345"])  # a guess
+    assert r[0].reward == 0.0 and r[0].terminated and not r[0].info["success"]
+    r = _play(ToolUseEnv(fault_rate=0.0, max_turns=3), calc, [call, call, call])  # no answer by the turn limit
+    assert r[-1].truncated and not r[-1].terminated and not r[-1].info["success"]
+    assert r[-1].info["episode_reward"] == pytest.approx(-2 * CALL_COST)
+    trivial = next(t for t in env.tasks("eval", 100) if t.kind == "trivial")
+    r = _play(noflt, trivial, [format_tool_call("calculator", {"expression": "1 + 1"}), trivial.answer])
+    assert sum(x.reward for x in r) == pytest.approx(1.0 - CALL_COST)  # any call on a trivial task is waste
+
+
+def test_faults_are_transient_deterministic_and_retries_are_free():
+    env = ToolUseEnv(fault_rate=1.0)
+    task = next(t for t in env.tasks("eval", 100) if t.kind == "calc")
+    call = format_tool_call(*task.reference_calls[0])
+    r = _play(env, task, [call, call, call, task.answer])
+    assert [x.observation[0]["content"] for x in r[:3]] == [FAULT_TEXT, FAULT_TEXT, task.answer]
+    assert sum(x.reward for x in r) == 1.0 and r[-1].info["faults"] == 2
+    r2 = _play(ToolUseEnv(fault_rate=1.0), task, [call, call, call, task.answer])
+    assert [x.observation for x in r] == [x.observation for x in r2]
+
+
+def test_bad_env_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="fault_rate"):
+        ToolUseEnv(fault_rate=2)
+    with pytest.raises(ValueError, match="valid envs: tool_use"):
+        make_env("nope")
+    with pytest.raises(ValueError, match="valid: "):
+        ToolUseEnv().noise_plan(ToolUseEnv().tasks("train", 1)[0], __import__("random").Random(0), {"typo": 0.5})

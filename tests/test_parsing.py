@@ -1,0 +1,67 @@
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentic_rl.envs.tool_use import ToolUseEnv
+from agentic_rl.parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+
+TOOLS = ToolUseEnv().tools
+
+
+def kind(text):
+    r = parse_turn(text, TOOLS)
+    return r.kind if isinstance(r, ParseError) else type(r).__name__
+
+
+def test_each_case_is_a_typed_result():
+    assert parse_turn("3108", TOOLS) == FinalAnswer("3108")
+    assert parse_turn(format_tool_call("calculator", {"expression": "37 * 84"}), TOOLS) == \
+        ToolCall("calculator", {"expression": "37 * 84"})
+    assert parse_turn('  <tool_call>{"name": "search", "arguments": "{\\"query\\": \\"x\\"}"}</tool_call>\n',
+                      TOOLS) == ToolCall("search", {"query": "x"})
+    assert kind("<tool_call>{oops</tool_call>") == "malformed_json"
+    assert kind("<tool_call>[1, 2]</tool_call>") == "malformed_json"
+    assert kind('<tool_call>{"arguments": {}}</tool_call>') == "missing_name"
+    assert kind('<tool_call>{"name": "calculator", "arguments": 3}</tool_call>') == "bad_arguments"
+    assert kind('<tool_call>{"name": "fly", "arguments": {}}</tool_call>') == "unknown_tool"
+    assert kind('<tool_call>{"name": "calculator", "arguments": {"expr": "1"}}</tool_call>') == "invalid_arguments"
+    two = format_tool_call("search", {"query": "a"}) * 2
+    assert kind(two) == "multiple_calls"
+    assert kind("Let me check. " + format_tool_call("search", {"query": "a"})) == "text_around_call"
+    assert kind('<tool_call>{"name": "search"') == "unbalanced_tags"
+    assert kind("</tool_call><tool_call>") == "unbalanced_tags"
+
+
+def test_error_messages_say_what_is_valid():
+    r = parse_turn('<tool_call>{"name": "fly", "arguments": {}}</tool_call>', TOOLS)
+    assert isinstance(r, ParseError) and "calculator, get_weather, search" in r.message
+
+
+FRAGMENTS = ["<tool_call>", "</tool_call>", "{", "}", '"name"', '"arguments"', ":", ",", '"calculator"', '"search"',
+             '"query"', '"expression"', "[", "]", "null", "1e999", "\\u0000", '"', " ", "\n", "北京", "3108", "{{", "]]"]
+fragments = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=30).map("".join)
+
+
+@settings(max_examples=6000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=200))
+def test_fuzz_free_text_never_raises(text):
+    assert isinstance(parse_turn(text, TOOLS), (FinalAnswer, ToolCall, ParseError))
+
+
+@settings(max_examples=6000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fragments)
+def test_fuzz_tool_call_shaped_text_never_raises(text):
+    r = parse_turn(text, TOOLS)
+    assert isinstance(r, (FinalAnswer, ToolCall, ParseError))
+    if isinstance(r, ToolCall):  # whatever parsed as a call really is a valid call
+        assert r.name in TOOLS.tools and TOOLS.tools[r.name].validate(r.arguments) is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), st.recursive(st.none() | st.integers() | st.text(max_size=8),
+                                                         lambda c: st.lists(c, max_size=3), max_leaves=5), max_size=3))
+def test_fuzz_json_objects_roundtrip_or_error(args):
+    text = "<tool_call>" + json.dumps({"name": "search", "arguments": args}) + "</tool_call>"
+    r = parse_turn(text, TOOLS)
+    assert isinstance(r, ToolCall) == (set(args) == {"query"} and isinstance(args["query"], str))

@@ -1,0 +1,111 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agentic_rl.config import ConfigError, load_config
+from agentic_rl.envs import make_env
+from agentic_rl.logprobs import sequence_logprobs
+from agentic_rl.policies import TeacherPolicy
+from agentic_rl.render import Renderer
+from agentic_rl.rollout import run_episodes
+from agentic_rl.sft import SFTConfig, train_sft
+
+from .conftest import SMALL_SFT
+
+
+def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    r = Renderer(AutoTokenizer.from_pretrained(tiny_dir))
+    demos = run_episodes(lambda: make_env("tool_use"), env.tasks("train", 8), TeacherPolicy())
+    data = [r.render(d.messages) for d in demos]
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+
+    def loss_fn():
+        logp, _ = sequence_logprobs(model, [d.ids for d in data], masks=[d.mask for d in data])
+        return -logp.sum() / sum(sum(d.mask) for d in data)
+
+    first = loss_fn().item()
+    for _ in range(30):
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert loss_fn().item() < 0.5 * first
+
+
+def test_sft_end_to_end_writes_summary_and_a_plain_hf_checkpoint(tmp_path):
+    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=64", "max_steps=6", "batch_size=16",
+                                                        "eval_every=3", "eval_tasks=8", "checkpoint_every=3"])
+    s = train_sft(cfg, tmp_path / "run")
+    for key in ("env", "policy", "wall_seconds", "eval", "teacher_eval"):
+        assert key in s
+    for part in ("eval", "teacher_eval"):
+        assert {"success_rate", "mean_reward", "tool_calls_per_episode"} <= set(s[part])
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == s
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2, 3, 4, 5, 6] and "eval" in lines[2]
+    assert (tmp_path / "run" / "config.yaml").read_text() == cfg.to_yaml()
+    # checkpoint round-trip: the saved model gives the same logits as a reload of itself, with plain transformers
+    m = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")
+    ck = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoints" / "step-0000006")
+    x = torch.arange(5, 25)[None]
+    assert torch.equal(m(input_ids=x).logits, ck(input_ids=x).logits)
+    with pytest.raises(ConfigError, match="--resume"):  # a run directory is never silently overwritten
+        train_sft(cfg, tmp_path / "run")
+
+
+def test_unknown_config_key_lists_the_valid_ones():
+    with pytest.raises(ConfigError) as e:
+        load_config(SFTConfig, overrides=["learning_rate=1"])
+    assert "unknown key 'learning_rate'" in str(e.value) and "lr" in str(e.value) and "micro_batch_size" in str(e.value)
+    with pytest.raises(ConfigError, match="unknown key 'tiny.depth'.*hidden"):
+        load_config(SFTConfig, overrides=["tiny.depth=3"])
+    with pytest.raises(ConfigError, match="epochs"):
+        load_config(SFTConfig, overrides=["epochs=many"])
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=32", "max_steps=2", "eval_tasks=4"])
+    train_sft(cfg, tmp_path / "run")
+    other = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=32", "max_steps=2", "eval_tasks=4", "lr=1e-4"])
+    with pytest.raises(ConfigError, match="lr: 0.002 → 0.0001"):
+        train_sft(other, tmp_path / "run", resume=True)
+
+
+def _sft_cmd(out):
+    return [sys.executable, "-m", "agentic_rl.cli", "sft", "--out", str(out), *SMALL_SFT, "demos=96",
+            "max_steps=10", "batch_size=16", "checkpoint_every=2", "eval_every=0", "eval_tasks=6", "seed=3"]
+
+
+def test_sft_killed_mid_run_resumes_to_the_same_result(tmp_path):
+    full = tmp_path / "full"
+    subprocess.run(_sft_cmd(full), check=True, capture_output=True)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_sft_cmd(killed), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill -9 once a checkpoint past step 4 exists, mid-way through the run
+        latest = killed / "checkpoints" / "LATEST"
+        if latest.exists() and int(latest.read_text().strip().split("-")[1]) >= 4:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
+    subprocess.run(_sft_cmd(killed) + ["--resume"], check=True, capture_output=True)
+    a = AutoModelForCausalLM.from_pretrained(full / "model").state_dict()
+    b = AutoModelForCausalLM.from_pretrained(killed / "model").state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+    la = [json.loads(x)["loss"] for x in (full / "metrics.jsonl").read_text().splitlines()]
+    lb = [json.loads(x)["loss"] for x in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert la == pytest.approx(lb, abs=1e-6)
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (full, killed))
+    assert sa["eval"] == sb["eval"]
