@@ -30,7 +30,7 @@ def test_rollout_one_task_by_id_and_a_script_policy(tmp_path, env):
     assert r.exit_code == 0, r.output
     (t,) = json.loads((tmp_path / "o.json").read_text())
     assert t["task_id"] == task.id and t["success"] and len(t["turn_rewards"]) == 3
-    assert t["messages"][4]["content"].startswith("error:")  # the malformed second turn got an error observation
+    assert t["messages"][5]["content"].startswith("error:")  # the malformed second turn got an error observation
 
 
 def test_bad_input_gets_a_clear_error():

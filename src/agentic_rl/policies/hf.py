@@ -18,6 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from ..envs.base import Env, Message, Task, stable_hash
+from ..logprobs import common_prefix_len
 from ..render import Renderer
 from .base import Policy, Session, TokenRecord, Turn
 
@@ -138,18 +139,24 @@ class HFSession(Session):
         return self._decode(episodes, logits)
 
     def _prefill_prompts(self, episodes: list[int], conversations: Sequence[list[Message]]) -> None:
-        """Prefill each distinct prompt once, all but its last token; the G samples of a task copy that row.
+        """Prefill prompts sharing all that can be shared, then leave each row one token short.
 
-        The last prompt token is then fed per row by `act`, which yields each row's first logits."""
+        The system prompt common to every task is run once; each distinct prompt's remainder is run once; the G
+        samples of a task copy its row. The last prompt token is fed per row by `act`, giving each row's logits."""
         leader_of: dict[tuple[int, ...], int] = {}
         for e, conv in zip(episodes, conversations):
             ids = self.renderer.render(conv, add_generation_prompt=True).ids
             self.eps[e] = _Episode(list(ids), [0] * len(ids), [0.0] * len(ids), [])
             leader_of.setdefault(tuple(ids), e)
         leaders = list(leader_of.values())
-        self.rows, self.cache = leaders, DynamicCache(config=self.model.config)
-        self.attn = torch.zeros(len(leaders), 0, dtype=torch.long)
-        self._forward({e: self.eps[e].ids[:-1] for e in leaders})
+        shared = min(common_prefix_len([self.eps[e].ids for e in leaders]), min(len(k) for k in leader_of) - 1)
+        self.rows, self.cache = leaders[:1], DynamicCache(config=self.model.config)
+        self.attn = torch.zeros(1, 0, dtype=torch.long)
+        self._forward({leaders[0]: self.eps[leaders[0]].ids[:shared]})
+        for e in leaders:
+            self.eps[e].cached = shared
+        self._keep_rows(leaders, source={e: leaders[0] for e in leaders})
+        self._forward({e: self.eps[e].ids[shared:-1] for e in leaders})
         for e in episodes:
             self.eps[e].cached = len(self.eps[e].ids) - 1
         self._keep_rows(episodes, source={e: leader_of[tuple(self.eps[e].ids)] for e in episodes})
