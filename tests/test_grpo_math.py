@@ -1,0 +1,81 @@
+import math
+
+import pytest
+import torch
+
+from agentic_rl.grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
+
+
+def test_group_advantages_on_hand_computed_groups():
+    r = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5])  # second group: zero variance
+    a = group_advantages(r, 4)
+    std = math.sqrt(1 / 3)  # unbiased std of [1, 0, 1, 0]
+    assert a[:4].tolist() == pytest.approx([0.5 / (std + 1e-4), -0.5 / (std + 1e-4)] * 2)
+    assert a[4:].tolist() == [0.0, 0.0, 0.0, 0.0] and not torch.isnan(a).any()
+    none = group_advantages(r, 4, scale="none")
+    assert none.tolist() == pytest.approx([0.5, -0.5, 0.5, -0.5, 0, 0, 0, 0])
+    batch = group_advantages(r, 4, scale="batch")
+    assert batch.tolist() == pytest.approx((none / (r.std() + 1e-4)).tolist())
+    assert group_advantages(torch.tensor([0.3]), 1).tolist() == [0.0]
+    with pytest.raises(ValueError, match="groups of 3"):
+        group_advantages(r, 3)
+    with pytest.raises(ValueError, match="group, batch or none"):
+        group_advantages(r, 4, scale="rank")
+
+
+def test_turn_advantages_blame_the_wasted_turn():
+    # group of 2: A wastes a call in turn 2 (−0.1) then answers (+1); B answers at once (+1)
+    a, b = turn_advantages([[0.0, -0.1, 1.0], [1.0]], group_size=2, gamma=1.0)
+    flat = torch.tensor([0.0, -0.1, 1.0, 1.0], dtype=torch.float64)
+    m, s = flat.mean().item(), flat.std().item()
+    n = [(x - m) / (s + 1e-4) for x in (0.0, -0.1, 1.0)]
+    assert a == pytest.approx([n[0] + n[1] + n[2], n[1] + n[2], n[2]])
+    assert b == pytest.approx([(1.0 - m) / (s + 1e-4)])
+    assert a[1] < a[2]  # the wasted turn gets less credit than the answer after it
+    (c,) = turn_advantages([[1.0, 1.0]], 1, gamma=0.5)
+    assert c == pytest.approx([0.0, 0.0])  # all-equal rewards normalise to 0
+    (d, e) = turn_advantages([[0.0, 1.0], [0.0, 0.0]], 2, gamma=0.5)
+    flat = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=torch.float64)
+    m, s = flat.mean().item(), flat.std().item()
+    assert d[0] == pytest.approx((0 - m) / (s + 1e-4) + 0.5 * (1 - m) / (s + 1e-4))
+
+
+def test_clipped_loss_gradient_raises_the_logprob_of_a_positive_advantage_token():
+    for adv, sign in ((1.0, +1), (-1.0, -1)):
+        logp = torch.tensor([-1.2], requires_grad=True)
+        loss, _ = clipped_surrogate(logp, torch.tensor([-1.2]), torch.tensor([adv]), 0.2, 0.28)
+        loss.sum().backward()
+        # gradient descent moves logp against the gradient: up for A > 0, down for A < 0
+        assert -logp.grad.item() * sign > 0
+
+
+def test_clipping_stops_the_gradient_beyond_the_trust_region():
+    old = torch.tensor([0.0, 0.0])
+    logp = torch.log(torch.tensor([1.5, 0.5])).requires_grad_()  # ratios 1.5 and 0.5
+    loss, clipped = clipped_surrogate(logp, old, torch.tensor([1.0, -1.0]), 0.2, 0.28)
+    assert clipped.tolist() == [True, True]
+    assert loss.tolist() == pytest.approx([-1.28, 0.8])
+    loss.sum().backward()
+    assert logp.grad.tolist() == [0.0, 0.0]
+
+
+def test_kl_k3_is_non_negative_and_zero_at_equality():
+    torch.manual_seed(0)
+    a, b = torch.randn(1000), torch.randn(1000)
+    assert (kl_k3(a, b) >= 0).all()
+    assert kl_k3(a, a).abs().max() == 0
+    # unbiased: E_{x~p}[k3] equals KL(p‖q) for sampled x
+    p, q = torch.tensor([0.7, 0.3]), torch.tensor([0.4, 0.6])
+    x = torch.multinomial(p, 200_000, replacement=True, generator=torch.Generator().manual_seed(0))
+    est = kl_k3(torch.log(p[x]), torch.log(q[x])).mean().item()
+    assert est == pytest.approx((p * (p / q).log()).sum().item(), abs=5e-3)
+
+
+def test_each_loss_aggregation_on_a_hand_computed_batch():
+    per_token = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    assert aggregate(per_token, mask, "seq_mean").item() == pytest.approx((2.0 + 4.0) / 2)
+    assert aggregate(per_token, mask, "token_mean").item() == pytest.approx(10.0 / 4)
+    assert aggregate(per_token, mask, "constant", constant=8.0).item() == pytest.approx(10.0 / 8)
+    with pytest.raises(ValueError):
+        aggregate(per_token, mask, "sum")
