@@ -39,6 +39,23 @@ def sft(ctx: typer.Context,
         _fail(str(e))
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+def grpo(ctx: typer.Context,
+         env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
+         policy: Optional[str] = typer.Option(None, help="Starting policy directory (default: runs/sft/model)."),
+         out: Path = typer.Option(Path("runs/grpo"), help="Run directory."),
+         config: Optional[Path] = typer.Option(None, help="YAML config file; key=value arguments override it."),
+         resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
+    """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
+    from .grpo import GRPOConfig, train_grpo
+
+    try:
+        cfg = load_config(GRPOConfig, config, ctx.args, env=env, policy=policy)
+        train_grpo(cfg, out, resume=resume)
+    except (ConfigError, ValueError) as e:
+        _fail(str(e))
+
+
 @app.command()
 def rollout(env: str = typer.Option("tool_use", help="Environment name."),
             policy: str = typer.Option(..., help="Model directory, tiny, teacher, noisy-teacher, random or "

@@ -6,7 +6,6 @@ clipping and micro-batches → periodic held-out evaluation with the agent loop 
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -16,15 +15,15 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from .checkpoint import (atomic_write_json, atomic_write_text, latest_checkpoint, load_trainer_state,
-                         save_checkpoint, save_model_dir)
-from .config import Config, ConfigError, diff_configs
+from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
+from .config import Config, ConfigError
 from .envs import make_env
 from .logprobs import sequence_logprobs
 from .metrics import summarize
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .render import Renderer
 from .rollout import run_episodes
+from .rundir import append_metrics, prepare_run_dir
 from .tiny_build import build_tiny_for_env
 from .trajectory import save_jsonl
 from .ui import console, progress
@@ -93,8 +92,7 @@ class SFTConfig(Config):
 def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
     out = Path(out)
-    ckpt = latest_checkpoint(out)
-    _prepare_run_dir(cfg, out, ckpt, resume)
+    ckpt = prepare_run_dir(cfg, out, resume)
     console.print(f"[bold]SFT[/] → {out}\n{cfg.to_yaml()}")
     env_factory = lambda: make_env(cfg.env, **cfg.env_args)  # noqa: E731
     env = _make_env_checked(env_factory)
@@ -164,7 +162,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
                 record["eval"] = _evaluate(env_factory, eval_tasks, policy, cfg.seed)
                 console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
-            _append_metrics(out, record)
+            append_metrics(out, record)
             if step % cfg.checkpoint_every == 0 or step == total:
                 save_checkpoint(out, step, model, tok, _state(opt, sched, step), cfg.to_yaml())
             bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
@@ -200,34 +198,3 @@ def _make_env_checked(factory: Any) -> Any:
         return factory()
     except TypeError as e:
         raise ConfigError(f"bad env_args: {e}") from None
-
-
-def _prepare_run_dir(cfg: Config, out: Path, ckpt: Path | None, resume: bool) -> None:
-    """A run directory holds one config. Resuming under a different one is refused, naming the differing keys."""
-    saved = out / "config.yaml"
-    if ckpt is not None and not resume:
-        raise ConfigError(f"{out} already holds a run (checkpoint {ckpt.name}); pass --resume to continue it "
-                          "or choose a new --out")
-    if resume and saved.exists():
-        import yaml
-
-        diffs = diff_configs(yaml.safe_load(saved.read_text()), cfg.model_dump(mode="json"))
-        if diffs:
-            raise ConfigError("cannot resume under a different config; differing keys:\n  " + "\n  ".join(diffs))
-    if ckpt is None:  # a fresh start (or a run killed before its first checkpoint): drop stale metrics
-        (out / "metrics.jsonl").unlink(missing_ok=True)
-    else:  # keep the metrics up to the checkpoint; the steps after it will be redone
-        _truncate_metrics(out, load_trainer_state(ckpt)["step"])
-    atomic_write_text(saved, cfg.to_yaml())
-
-
-def _append_metrics(out: Path, record: dict[str, Any]) -> None:
-    with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def _truncate_metrics(out: Path, step: int) -> None:
-    path = out / "metrics.jsonl"
-    if path.exists():
-        keep = [l for l in path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= step]
-        atomic_write_text(path, "".join(k + "\n" for k in keep))

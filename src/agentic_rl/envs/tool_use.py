@@ -230,7 +230,12 @@ class ToolUseEnv(Env):
     default_noise: ClassVar[dict[str, float]] = {"wrong_tool": 0.1, "unneeded_call": 0.3, "no_retry": 0.5,
                                                  "no_answer": 0.08, "extra_call": 0.15, "guess": 0.12}
 
-    def __init__(self, fault_rate: float = 0.15, max_turns: int = 6):
+    def __init__(self, fault_rate: float = 0.15, max_turns: int = 6, kinds: list[str] | None = None):
+        """`kinds` restricts the task mix (for curricula and focused runs); None means all of KIND_WEIGHTS."""
+        unknown = set(kinds or []) - set(KIND_WEIGHTS)
+        if unknown or kinds == []:
+            raise ValueError(f"unknown task kinds {sorted(unknown)}; valid: {', '.join(KIND_WEIGHTS)}")
+        self.kinds = list(kinds) if kinds else list(KIND_WEIGHTS)
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         if max_turns < 1:
@@ -246,7 +251,7 @@ class ToolUseEnv(Env):
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
         rng = random.Random(stable_hash("tool_use", split, seed))
-        kinds = [k for k, w in KIND_WEIGHTS.items() for _ in range(w)]
+        kinds = [k for k, w in KIND_WEIGHTS.items() if k in self.kinds for _ in range(w)]
         out: list[Task] = []
         seen: set[str] = set()
         for _ in range(n * 200):

@@ -1,0 +1,321 @@
+"""Agentic GRPO: G trajectories per task, group-relative advantages, a clipped update on the policy's tokens only.
+
+Readable top to bottom. Each step: sample B tasks × G multi-turn trajectories with the agent loop → rewards from
+the env → advantages A_i = (r_i − mean_group) / (std_group + ε) (or per turn, see `grpo_math.turn_advantages`) →
+μ passes of the clipped surrogate against the sampling logprobs, in micro-batches → log the learning signal.
+The seed's §6: "same question, many samples, compare within the group; raise the better, lower the worse".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
+from .config import Config, ConfigError
+from .envs import make_env
+from .envs.base import stable_hash
+from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
+from .logprobs import sequence_logprobs
+from .metrics import summarize
+from .policies import HFPolicy, SamplingConfig
+from .rollout import run_episodes
+from .rundir import append_metrics, prepare_run_dir
+from .trajectory import Trajectory
+from .ui import console, progress
+
+
+class LogprobMismatchError(RuntimeError):
+    """Recomputed logprobs disagree with the sampling logprobs: what was trained is not what was sampled."""
+
+
+class ZeroVarianceError(RuntimeError):
+    """Every group had equal rewards for too many steps: there is no learning signal."""
+
+
+class GRPOConfig(Config):
+    env: str = "tool_use"
+    """Environment name."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment."""
+    policy: str = "runs/sft/model"
+    """The starting policy: a local HF model directory (usually the SFT output)."""
+    seed: int = 0
+    """Seed for tasks and sampling; the same seed and config give the same run on CPU."""
+    steps: int = 40
+    """Optimizer batches (each: sample, score, μ update passes)."""
+    tasks_per_step: int = 8
+    """B: distinct tasks per step."""
+    group_size: int = 8
+    """G: trajectories per task; advantages compare within these groups."""
+    temperature: float = 1.0
+    """Sampling temperature; the loss uses the same temperature so the ratio compares like with like."""
+    max_new_tokens: int = 96
+    """Most tokens per assistant turn."""
+    lr: float = 3e-4
+    """AdamW learning rate (constant)."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    epsilon_low: float = 0.2
+    """Lower clip: the ratio may fall to 1 − ε_low."""
+    epsilon_high: float = 0.28
+    """Upper clip: the ratio may rise to 1 + ε_high (DAPO's clip-higher)."""
+    beta: float = 0.0
+    """KL penalty to the frozen starting policy (k3 estimator); 0 loads no reference model."""
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """Divide centred rewards by the group std, the batch std, or nothing (Dr. GRPO)."""
+    loss_agg: Literal["seq_mean", "token_mean", "constant"] = "token_mean"
+    """Loss aggregation: per-sequence mean (GRPO), token mean over the batch (DAPO), or sum / (B·G·max_new_tokens)."""
+    advantage: Literal["trajectory", "turn"] = "trajectory"
+    """One advantage per trajectory, or per turn from discounted returns-to-go (see grpo_math.turn_advantages)."""
+    gamma: float = 1.0
+    """Discount for per-turn returns-to-go (advantage: turn)."""
+    mu: int = 1
+    """Optimisation passes over each sampled batch."""
+    micro_batch_size: int = 16
+    """Trajectories per forward/backward."""
+    dynamic_sampling: bool = False
+    """Drop zero-variance groups and sample more tasks to refill the batch (DAPO), up to `max_resample` rounds."""
+    max_resample: int = 3
+    """Extra sampling rounds per step with dynamic sampling."""
+    zero_variance_patience: int = 5
+    """Stop when every group has zero reward variance for this many steps in a row."""
+    logprob_tolerance: float = 1e-3
+    """Largest allowed |sampling logprob − recomputed logprob| in the start-of-run check."""
+    eval_every: int = 10
+    """Evaluate on held-out tasks every this many steps (0: only at the end)."""
+    eval_tasks: int = 100
+    """Held-out tasks per evaluation."""
+    eval_temperature: float = 1.0
+    """Sampling temperature for evaluation."""
+    checkpoint_every: int = 10
+    """Save a resumable checkpoint every this many steps."""
+
+
+def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
+    t_start = time.time()
+    out = Path(out)
+    ckpt = prepare_run_dir(cfg, out, resume)
+    console.print(f"[bold]GRPO[/] → {out}\n{cfg.to_yaml()}")
+    env_factory = lambda: make_env(cfg.env, **cfg.env_args)  # noqa: E731
+    env = env_factory()
+    policy = HFPolicy(ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens))
+    model, tok = policy.model, policy.tokenizer
+    ref = None
+    if cfg.beta > 0:  # a frozen copy of the starting policy, only when the KL term is on
+        ref = HFPolicy(cfg.policy).model.eval().requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    step, best, zero_streak = 0, -math.inf, 0
+    if ckpt is not None:
+        state = load_trainer_state(ckpt)
+        opt.load_state_dict(state["optimizer"])
+        step, best, zero_streak = state["step"], state["best"], state["zero_streak"]
+        console.print(f"resumed from {ckpt.name} at step {step}")
+    eval_policy = HFPolicy(cfg.policy, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens), model=model,
+                           tokenizer=tok)
+    eval_tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
+    n_pool = cfg.steps * cfg.tasks_per_step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0))
+    pool = env.tasks("train", n_pool, cfg.seed)  # step k draws its tasks from its own slice: resumable
+    if step == 0:
+        check_logprobs(policy, env_factory, pool[:2], cfg, seed=cfg.seed)
+
+    with progress() as bar:
+        job = bar.add_task("GRPO", total=cfg.steps, completed=step)
+        while step < cfg.steps:
+            t0 = time.time()
+            # 1. Sample B tasks × G trajectories (more with dynamic sampling) and score them in the env.
+            model.eval()
+            groups, n_sampled, round_ = [], 0, 0
+            per_round = cfg.tasks_per_step
+            while True:
+                lo = (step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0)) + round_) * per_round
+                tasks = pool[lo:lo + per_round]
+                trajs = run_episodes(env_factory, tasks, policy, cfg.group_size,
+                                     seed=stable_hash("grpo", cfg.seed, step, round_) % 2**31)
+                n_sampled += len(trajs)
+                new = [trajs[i:i + cfg.group_size] for i in range(0, len(trajs), cfg.group_size)]
+                if cfg.dynamic_sampling:
+                    new = [g for g in new if _reward_spread(g) > 0]
+                groups += new
+                round_ += 1
+                if not cfg.dynamic_sampling or len(groups) >= cfg.tasks_per_step or round_ > cfg.max_resample:
+                    break
+            groups = groups[: cfg.tasks_per_step] if cfg.dynamic_sampling and groups else groups
+            batch = [t for g in groups for t in g]
+
+            # 2. Advantages, group-relative. Infrastructure failures are left out of their group and of the loss.
+            adv_tok, used = _token_advantages(groups, cfg)
+            signal = [g for g in groups if _reward_spread([t for t in g if not t.is_infra_failure]) > 0]
+            zero_frac = 1 - len(signal) / max(len(groups), 1)
+            zero_streak = zero_streak + 1 if not signal else 0
+            if zero_streak >= cfg.zero_variance_patience:
+                raise ZeroVarianceError(
+                    f"every group had equal rewards for {zero_streak} steps: no learning signal. Try: more SFT "
+                    f"(if all fail), a higher temperature (now {cfg.temperature}), a larger group_size (now "
+                    f"{cfg.group_size}), or easier/harder tasks so some samples succeed and some fail")
+
+            # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches.
+            model.train()
+            stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
+            n_tokens = sum(sum(t.mask) for t in used)
+            for _ in range(cfg.mu):
+                for j in range(0, len(used), cfg.micro_batch_size):
+                    micro = used[j:j + cfg.micro_batch_size]
+                    micro_adv = adv_tok[j:j + cfg.micro_batch_size]
+                    _micro_step(model, ref, micro, micro_adv, cfg, len(used), n_tokens, stats)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            step += 1
+
+            # 4. Log the learning signal.
+            s = summarize(batch)
+            rewards = torch.tensor([t.reward for t in batch if not t.is_infra_failure] or [0.0])
+            record = {"step": step, "reward_mean": rewards.mean().item(),
+                      "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+                      "success_rate": s["success_rate"], "zero_variance_frac": zero_frac,
+                      "loss": stats["loss"] / cfg.mu, "clip_frac": stats["clip_frac"] / max(n_tokens * cfg.mu, 1),
+                      "approx_kl": stats["kl_old"] / max(n_tokens * cfg.mu, 1),
+                      "entropy": stats["entropy"] / max(n_tokens * cfg.mu, 1),
+                      "kl_ref": stats["kl_ref"] / max(n_tokens * cfg.mu, 1),
+                      "tokens_per_traj": sum(sum(t.mask) for t in batch) / max(len(batch), 1),
+                      "tool_calls_per_traj": s["tool_calls_per_episode"], "truncation_rate": s["truncation_rate"],
+                      "env_error_rate": sum(t.outcome == "env_error" for t in batch) / max(len(batch), 1),
+                      "infra_excluded": s["infra_failures"], "trajectories_sampled": n_sampled,
+                      "seconds": round(time.time() - t0, 2)}
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                record["eval"] = _evaluate(env_factory, eval_tasks, eval_policy, cfg.seed)
+                if record["eval"]["success_rate"] > best:
+                    best = record["eval"]["success_rate"]
+                    save_model_dir(model, tok, out / "best")
+            append_metrics(out, record)
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                save_checkpoint(out, step, model, tok, {"optimizer": opt.state_dict(), "step": step, "best": best,
+                                                        "zero_streak": zero_streak}, cfg.to_yaml())
+            bar.update(job, completed=step, description=f"GRPO r̄ {record['reward_mean']:+.2f} "
+                                                        f"succ {record['success_rate']:.2f}")
+
+    # 5. The final policy and its held-out evaluation.
+    save_model_dir(model, tok, out / "model")
+    final = _evaluate(env_factory, eval_tasks, eval_policy, cfg.seed)
+    if final["success_rate"] > best or not (out / "best").exists():
+        save_model_dir(model, tok, out / "best")
+    summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
+               "wall_seconds": round(time.time() - t_start, 1), "eval": final}
+    atomic_write_json(out / "summary.json", summary)
+    console.print(f"GRPO done in {summary['wall_seconds']} s: success {final['success_rate']:.2f}, "
+                  f"mean reward {final['mean_reward']:.3f}")
+    return summary
+
+
+def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
+                n_seqs: int, n_tokens: int, stats: dict[str, float]) -> None:
+    """Forward, loss and backward for one micro-batch; the loss is scaled so micro-batches sum to the batch loss."""
+    ids, masks = [t.ids for t in micro], [t.mask for t in micro]
+    logp, entropy = sequence_logprobs(model, ids, cfg.temperature, with_entropy=True, masks=masks)  # (B, T)
+    B, T = logp.shape
+    mask = torch.zeros(B, T)
+    old = torch.zeros(B, T)
+    A = torch.zeros(B, T)
+    for b, t in enumerate(micro):
+        mask[b, : len(t.mask)] = torch.tensor(t.mask, dtype=torch.float32)
+        old[b, : len(t.logprobs)] = torch.tensor(t.logprobs)
+        A[b, : len(t.mask)] = adv[b]
+    per_tok, clipped = clipped_surrogate(logp, old, A, cfg.epsilon_low, cfg.epsilon_high)  # (B, T)
+    if ref is not None:
+        with torch.no_grad():
+            ref_logp, _ = sequence_logprobs(ref, ids, cfg.temperature, masks=masks)
+        kl = kl_k3(logp, ref_logp)
+        per_tok = per_tok + cfg.beta * kl
+        stats["kl_ref"] += float((kl.detach() * mask).sum())
+    if cfg.loss_agg == "seq_mean":
+        loss = aggregate(per_tok, mask, "seq_mean") * B / n_seqs
+    elif cfg.loss_agg == "token_mean":
+        loss = aggregate(per_tok, mask, "constant", constant=float(n_tokens))
+    else:
+        loss = aggregate(per_tok, mask, "constant", constant=float(n_seqs * cfg.max_new_tokens))
+    loss.backward()
+    with torch.no_grad():
+        stats["loss"] += loss.item()
+        stats["clip_frac"] += float((clipped.float() * mask).sum())
+        stats["kl_old"] += float((kl_k3(logp, old) * mask).sum())
+        stats["entropy"] += float((entropy * mask).sum())
+
+
+def _reward_spread(group: list[Trajectory]) -> float:
+    r = [t.reward for t in group]
+    return max(r) - min(r) if r else 0.0
+
+
+def _token_advantages(groups: list[list[Trajectory]], cfg: GRPOConfig) -> tuple[list[torch.Tensor], list[Trajectory]]:
+    """Per-token advantages (aligned with each trajectory's ids) for the trajectories that enter the loss."""
+    used: list[Trajectory] = []
+    advs: list[torch.Tensor] = []
+    kept = [[t for t in g if not t.is_infra_failure] for g in groups]
+    all_r = torch.tensor([t.reward for g in kept for t in g] or [0.0])
+    for g in kept:
+        if not g:
+            continue
+        if cfg.advantage == "trajectory":
+            r = torch.tensor([t.reward for t in g])
+            if cfg.scale_rewards == "batch":
+                a = (r - r.mean()) / (all_r.std() + 1e-4 if all_r.numel() > 1 else 1.0)
+            else:
+                a = group_advantages(r, len(g), cfg.scale_rewards)
+            per_turn = [[float(a[i])] * t.n_turns for i, t in enumerate(g)]
+        else:
+            per_turn = turn_advantages([t.turn_rewards for t in g], len(g), cfg.gamma)
+        for t, turn_adv in zip(g, per_turn):
+            used.append(t)
+            advs.append(_spread_over_tokens(t, turn_adv))
+    return advs, used
+
+
+def _spread_over_tokens(t: Trajectory, turn_adv: list[float]) -> torch.Tensor:
+    """Give every token of assistant turn k the advantage turn_adv[k]; 0 on non-policy tokens."""
+    out = torch.zeros(len(t.ids))
+    k, prev = -1, 0
+    for i, m in enumerate(t.mask):
+        if m and not prev:
+            k += 1
+        if m:
+            out[i] = turn_adv[min(k, len(turn_adv) - 1)]
+        prev = m
+    return out
+
+
+def check_logprobs(policy: HFPolicy, env_factory: Any, tasks: list, cfg: GRPOConfig, seed: int) -> float:
+    """Sample a few trajectories and recompute their logprobs with a plain forward; raise on a mismatch.
+
+    Train/sample token drift is the most reported bug class of multi-turn RL: this catches it before training."""
+    trajs = run_episodes(env_factory, tasks, policy, 2, seed=seed)
+    worst = 0.0
+    with torch.no_grad():
+        logp, _ = sequence_logprobs(policy.model, [t.ids for t in trajs], cfg.temperature,
+                                    masks=[t.mask for t in trajs])
+    for b, t in enumerate(trajs):
+        for i, (m, lp) in enumerate(zip(t.mask, t.logprobs)):
+            if not m:
+                continue
+            diff = abs(float(logp[b, i]) - lp)
+            worst = max(worst, diff)
+            if diff > cfg.logprob_tolerance:
+                raise LogprobMismatchError(
+                    f"trajectory {t.task_id}#{t.sample}: token {i} (id {t.ids[i]}) has sampling logprob {lp:.5f} "
+                    f"but {float(logp[b, i]):.5f} recomputed (tolerance {cfg.logprob_tolerance})")
+    return worst
+
+
+def _evaluate(env_factory: Any, tasks: list, policy: Any, seed: int) -> dict[str, Any]:
+    policy.model.eval()
+    out = summarize(run_episodes(env_factory, tasks, policy, seed=seed + 7919))
+    policy.model.train()
+    return out
+
+
+__all__ = ["GRPOConfig", "LogprobMismatchError", "ZeroVarianceError", "check_logprobs", "train_grpo"]

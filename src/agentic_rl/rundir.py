@@ -1,0 +1,46 @@
+"""Run directories: one config per directory, metrics as JSONL, refusal to resume under another config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .checkpoint import atomic_write_text, latest_checkpoint, load_trainer_state
+from .config import Config, ConfigError, diff_configs
+
+
+def prepare_run_dir(cfg: Config, out: Path, resume: bool) -> Path | None:
+    """Check `out` against `cfg` and return the checkpoint to resume from (None: a fresh start).
+
+    A run directory holds one config. A directory with a checkpoint is never overwritten without --resume, and
+    resuming under a different config is refused with the differing keys named."""
+    ckpt = latest_checkpoint(out)
+    saved = out / "config.yaml"
+    if ckpt is not None and not resume:
+        raise ConfigError(f"{out} already holds a run (checkpoint {ckpt.name}); pass --resume to continue it "
+                          "or choose a new --out")
+    if resume and saved.exists():
+        diffs = diff_configs(yaml.safe_load(saved.read_text()), cfg.model_dump(mode="json"))
+        if diffs:
+            raise ConfigError("cannot resume under a different config; differing keys:\n  " + "\n  ".join(diffs))
+    if ckpt is None:  # a fresh start (or a run killed before its first checkpoint): drop stale metrics
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+    else:  # keep the metrics up to the checkpoint; the steps after it will be redone
+        _truncate_metrics(out, load_trainer_state(ckpt)["step"])
+    atomic_write_text(saved, cfg.to_yaml())
+    return ckpt
+
+
+def append_metrics(out: Path, record: dict[str, Any]) -> None:
+    with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _truncate_metrics(out: Path, step: int) -> None:
+    path = out / "metrics.jsonl"
+    if path.exists():
+        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
+        atomic_write_text(path, "".join(k + "\n" for k in keep))
