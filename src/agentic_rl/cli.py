@@ -1,4 +1,4 @@
-"""The `agentic-rl` command line: sft, rollout (and, as they land, run, eval, doctor, report)."""
+"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout."""
 
 from __future__ import annotations
 
@@ -21,6 +21,23 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 def _fail(msg: str) -> None:
     console.print(f"[red]error:[/] {msg}")
     raise typer.Exit(2)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+def run(ctx: typer.Context,
+        env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
+        out: Path = typer.Option(Path("runs/run"), help="Run directory."),
+        config: Optional[Path] = typer.Option(None, help="YAML config file; key=value arguments override it "
+                                                         "(sft.lr=1e-3, grpo.steps=20)."),
+        resume: bool = typer.Option(False, help="Continue the run in --out: finished stages are kept.")) -> None:
+    """The whole ladder on the built-in tiny policy: demonstrations → SFT → GRPO → held-out comparison."""
+    from .pipeline import RunConfig, run_pipeline
+
+    try:
+        cfg = load_config(RunConfig, config, ctx.args, env=env)
+        run_pipeline(cfg, out, resume=resume)
+    except (ConfigError, ValueError) as e:
+        _fail(str(e))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})

@@ -19,9 +19,18 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
         "tool_calls_per_episode": sum(t.n_tool_calls for t in scored) / k,
         "turns_per_episode": sum(t.n_turns for t in scored) / k,
         "truncation_rate": sum(t.outcome == "truncated" for t in trajs) / max(n, 1),
+        # recovery: of the episodes that met a transient tool fault, the share that still succeeded
+        "recovery_rate": _share([t.success for t in scored if t.info.get("faults", 0) > 0]),
+        # correct stop: a correct final answer, given neither before the needed calls nor after needless ones
+        "correct_stop_rate": sum(t.success and t.info.get("extra_calls", 0) == 0 for t in scored) / k,
         "infra_failures": n - len(scored),
     }
     kinds = sorted({t.task_kind for t in scored})
     out["success_by_kind"] = {kd: sum(t.success for t in scored if t.task_kind == kd) /
                               sum(t.task_kind == kd for t in scored) for kd in kinds}
     return out
+
+
+def _share(flags: list[bool]) -> float | None:
+    """The fraction of True, or None when there is nothing to measure (so a missing rate is not a zero)."""
+    return sum(flags) / len(flags) if flags else None

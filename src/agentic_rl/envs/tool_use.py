@@ -312,7 +312,8 @@ class ToolUseEnv(Env):
 
     def _end(self, reward: float, obs: list[Message], info: dict[str, Any], terminated: bool) -> StepResult:
         self._total += reward
-        info.update(episode_reward=self._total, tool_calls=self._calls, faults=self._faults, invalid=self._invalid)
+        info.update(episode_reward=self._total, tool_calls=self._calls, faults=self._faults, invalid=self._invalid,
+                    extra_calls=max(0, self._calls - len(self._task.reference)))
         return StepResult(obs, reward, terminated, not terminated, info)
 
     # -- the teacher --

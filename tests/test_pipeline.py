@@ -1,0 +1,29 @@
+import json
+
+from typer.testing import CliRunner
+
+from agentic_rl.cli import app
+
+from .conftest import SMALL_SFT
+
+
+def test_run_goes_through_every_stage_and_writes_the_comparison(tmp_path):
+    out = tmp_path / "run"
+    args = ["run", "--env", "tool_use", "--out", str(out), "eval_tasks=8",
+            *[f"sft.{a}" for a in SMALL_SFT], "sft.demos=64", "sft.max_steps=4", "sft.eval_tasks=4",
+            "sft.batch_size=16", "grpo.steps=2", "grpo.tasks_per_step=2", "grpo.group_size=4",
+            "grpo.eval_tasks=4", "grpo.max_new_tokens=32"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    s = json.loads((out / "summary.json").read_text())
+    assert s["wall_seconds"] > 0 and set(s["stages"]) == {"teacher", "sft", "grpo"}
+    for stage in s["stages"].values():
+        assert {"success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate",
+                "correct_stop_rate"} <= set(stage["eval"])
+    assert "held-out evaluation" in r.output and "correct_stop_rate" in r.output
+    assert (out / "sft" / "model" / "config.json").exists() and (out / "grpo" / "model" / "config.json").exists()
+    # a second invocation with --resume keeps the finished stages
+    before = (out / "sft" / "summary.json").read_text()
+    r = CliRunner().invoke(app, args + ["--resume"])
+    assert r.exit_code == 0, r.output
+    assert (out / "sft" / "summary.json").read_text() == before
