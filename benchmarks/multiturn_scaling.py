@@ -1,0 +1,77 @@
+"""Rollout throughput for the same total generated length split into 1, 2, 4 and 8 turns.
+
+Between turns a tool observation is appended and prefilled; the KV cache carries across turns, so splitting the
+same generation into more turns should cost little. Prints tokens/s by turn count and ratio_8_to_1.
+
+    python benchmarks/multiturn_scaling.py [--episodes 32] [--tokens 128] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from agentic_rl.envs import make_env
+from agentic_rl.policies import HFPolicy, SamplingConfig
+from agentic_rl.tiny_build import build_tiny_for_env
+from agentic_rl.trajectory import assistant_message
+
+OBSERVATION = {"role": "tool", "name": "calculator", "content": "error: service unavailable, try again"}
+
+
+def measure(policy: HFPolicy, env, episodes: int, total_tokens: int, turns: int, seed: int = 0) -> float:
+    """Generated tokens per second for `episodes` episodes of `turns` turns of total_tokens / turns tokens each."""
+    per_turn = total_tokens // turns
+    policy.sampling = SamplingConfig(temperature=1.0, max_new_tokens=per_turn, max_context=4096)
+    tasks = env.tasks("eval", episodes, seed)
+    convs = [env.reset(t) for t in tasks]
+    eos = policy.renderer.eos_id
+    # Never stop early: the benchmark needs every turn to be exactly per_turn tokens long.
+    bias = torch.zeros(policy.model.config.vocab_size)
+    bias[eos] = -1e9
+    hook = policy.model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
+    session = policy.start(env, tasks, [0] * episodes, seed)
+    generated = 0
+    t0 = time.perf_counter()
+    try:
+        for k in range(turns):
+            out = session.act(list(range(episodes)), convs)
+            for conv, turn in zip(convs, out):
+                conv.append(assistant_message(turn.text, None))
+                if k < turns - 1:
+                    conv.append(OBSERVATION)
+            generated += episodes * per_turn
+    finally:
+        hook.remove()
+    return generated / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=128, help="generated tokens per episode, split over the turns")
+    ap.add_argument("--model", type=Path, default=None, help="model dir (default: a fresh tiny model)")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    env = make_env("tool_use")
+    model_dir = args.model or build_tiny_for_env(env, Path(tempfile.mkdtemp()) / "tiny")
+    policy = HFPolicy(model_dir)
+    measure(policy, env, 4, 16, 2)  # warm-up
+    rates = {n: measure(policy, env, args.episodes, args.tokens, n) for n in (1, 2, 4, 8)}
+    result = {"tokens_per_s": {str(k): round(v, 1) for k, v in rates.items()},
+              "ratio_8_to_1": round(rates[8] / rates[1], 3), "episodes": args.episodes,
+              "generated_tokens_per_episode": args.tokens, "threads": torch.get_num_threads()}
+    for n, r in rates.items():
+        print(f"{n} turn(s): {r:8.1f} generated tokens/s")
+    print(f"ratio_8_to_1 = {result['ratio_8_to_1']}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
