@@ -54,3 +54,14 @@ def test_zero_variance_stops_with_advice(trained_dir, tmp_path):
                                                     "temperature=0.0001", "logprob_tolerance=1000"])
     with pytest.raises(ZeroVarianceError, match="temperature"):
         train_grpo(cfg, tmp_path / "z")
+
+
+def test_cli_reports_a_stopped_run_as_a_message_not_a_traceback(trained_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from agentic_rl.cli import app
+
+    r = CliRunner().invoke(app, ["grpo", "--policy", str(trained_dir), "--out", str(tmp_path / "g"), *FAST,
+                                 "steps=5", "zero_variance_patience=1", "temperature=0.0001",
+                                 "logprob_tolerance=1000"])
+    assert r.exit_code == 1 and "ZeroVarianceError" in r.output and "Traceback" not in r.output

@@ -18,9 +18,17 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Train LLM agents to use tools well: SFT, then agentic GRPO with verifiable rewards.")
 
 
-def _fail(msg: str) -> None:
-    console.print(f"[red]error:[/] {msg}")
-    raise typer.Exit(2)
+def _fail(msg: str, code: int = 2) -> None:
+    console.print(f"[red]error:[/] {escape(msg)}")
+    raise typer.Exit(code)
+
+
+def _training_errors() -> tuple[type[Exception], ...]:
+    """Errors a training run stops with on purpose: reported as a message, not a traceback (exit code 1)."""
+    from .grpo import LogprobMismatchError, ZeroVarianceError
+    from .policies import TokenContinuityError
+
+    return (LogprobMismatchError, ZeroVarianceError, TokenContinuityError)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -38,6 +46,8 @@ def run(ctx: typer.Context,
         run_pipeline(cfg, out, resume=resume)
     except (ConfigError, ValueError) as e:
         _fail(str(e))
+    except _training_errors() as e:
+        _fail(f"{type(e).__name__}: {e}", code=1)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -54,6 +64,8 @@ def sft(ctx: typer.Context,
         train_sft(cfg, out, resume=resume)
     except (ConfigError, ValueError) as e:
         _fail(str(e))
+    except _training_errors() as e:
+        _fail(f"{type(e).__name__}: {e}", code=1)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -71,6 +83,8 @@ def grpo(ctx: typer.Context,
         train_grpo(cfg, out, resume=resume)
     except (ConfigError, ValueError) as e:
         _fail(str(e))
+    except _training_errors() as e:
+        _fail(f"{type(e).__name__}: {e}", code=1)
 
 
 @app.command()

@@ -22,7 +22,7 @@ from .envs import make_env
 from .envs.base import stable_hash
 from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
 from .logprobs import sequence_logprobs
-from .metrics import summarize
+from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
 from .rollout import run_episodes
 from .rundir import append_metrics, prepare_run_dir
@@ -189,7 +189,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                       "infra_excluded": s["infra_failures"], "trajectories_sampled": n_sampled,
                       "seconds": round(time.time() - t0, 2)}
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-                record["eval"] = _evaluate(env_factory, eval_tasks, eval_policy, cfg.seed)
+                record["eval"] = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
                 if record["eval"]["success_rate"] > best:
                     best = record["eval"]["success_rate"]
                     save_model_dir(model, tok, out / "best")
@@ -202,7 +202,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
 
     # 5. The final policy and its held-out evaluation.
     save_model_dir(model, tok, out / "model")
-    final = _evaluate(env_factory, eval_tasks, eval_policy, cfg.seed)
+    final = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
     if final["success_rate"] > best or not (out / "best").exists():
         save_model_dir(model, tok, out / "best")
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
@@ -309,13 +309,6 @@ def check_logprobs(policy: HFPolicy, env_factory: Any, tasks: list, cfg: GRPOCon
                     f"trajectory {t.task_id}#{t.sample}: token {i} (id {t.ids[i]}) has sampling logprob {lp:.5f} "
                     f"but {float(logp[b, i]):.5f} recomputed (tolerance {cfg.logprob_tolerance})")
     return worst
-
-
-def _evaluate(env_factory: Any, tasks: list, policy: Any, seed: int) -> dict[str, Any]:
-    policy.model.eval()
-    out = summarize(run_episodes(env_factory, tasks, policy, seed=seed + 7919))
-    policy.model.train()
-    return out
 
 
 __all__ = ["GRPOConfig", "LogprobMismatchError", "ZeroVarianceError", "check_logprobs", "train_grpo"]

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .trajectory import Trajectory
+
+EVAL_SEED_OFFSET = 7919  # evaluation samples from its own stream, apart from training's
+
+
+def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy: Any, seed: int) -> dict[str, Any]:
+    """Run `policy` once on each task and summarize. A model policy is put in eval mode for the run only."""
+    from .rollout import run_episodes
+
+    model = getattr(policy, "model", None)
+    was_training = bool(model is not None and model.training)
+    if model is not None:
+        model.eval()
+    try:
+        return summarize(run_episodes(env_factory, tasks, policy, seed=seed + EVAL_SEED_OFFSET))
+    finally:
+        if was_training:
+            model.train()
 
 
 def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:

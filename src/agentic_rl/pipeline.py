@@ -17,9 +17,8 @@ from .checkpoint import atomic_write_json, atomic_write_text
 from .config import Config
 from .envs import make_env
 from .grpo import GRPOConfig, train_grpo
-from .metrics import summarize
+from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .rollout import run_episodes
 from .sft import SFTConfig, train_sft
 from .ui import console
 
@@ -63,8 +62,7 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
                 "sft": HFPolicy(out / "sft" / "model", sampling), "grpo": HFPolicy(out / "grpo" / "model", sampling)}
     stages = {}
     for name, policy in policies.items():
-        trajs = run_episodes(env_factory, tasks, policy, seed=cfg.seed + 7919)
-        stages[name] = {"eval": summarize(trajs)}
+        stages[name] = {"eval": evaluate_policy(env_factory, tasks, policy, cfg.seed)}
     summary = {"env": cfg.env, "wall_seconds": round(time.time() - t0, 1), "eval_tasks": cfg.eval_tasks,
                "stages": stages, "sft_wall_seconds": sft_summary.get("wall_seconds"),
                "grpo_wall_seconds": grpo_summary.get("wall_seconds")}

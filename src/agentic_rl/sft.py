@@ -19,7 +19,7 @@ from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, 
 from .config import Config, ConfigError
 from .envs import make_env
 from .logprobs import sequence_logprobs
-from .metrics import summarize
+from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .render import Renderer
 from .rollout import run_episodes
@@ -160,7 +160,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
             record: dict[str, Any] = {"step": step, "loss": loss_sum, "lr": sched.get_last_lr()[0],
                                       "grad_norm": float(grad_norm), "epoch": step / steps_per_epoch}
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
-                record["eval"] = _evaluate(env_factory, eval_tasks, policy, cfg.seed)
+                record["eval"] = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed)
                 console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
             append_metrics(out, record)
             if step % cfg.checkpoint_every == 0 or step == total:
@@ -169,24 +169,14 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
 
     # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison.
     save_model_dir(model, tok, out / "model")
-    final = _evaluate(env_factory, eval_tasks, policy, cfg.seed)
-    teacher_eval = _evaluate(env_factory, eval_tasks, teacher, cfg.seed)
+    final = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed)
+    teacher_eval = evaluate_policy(env_factory, eval_tasks, teacher, cfg.seed)
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
                "wall_seconds": round(time.time() - t_start, 1), "eval": final, "teacher_eval": teacher_eval}
     atomic_write_json(out / "summary.json", summary)
     console.print(f"SFT done in {summary['wall_seconds']} s: success {final['success_rate']:.2f} "
                   f"(noisy teacher {teacher_eval['success_rate']:.2f}), mean reward {final['mean_reward']:.3f}")
     return summary
-
-
-def _evaluate(env_factory: Any, tasks: list, policy: Any, seed: int) -> dict[str, Any]:
-    model = getattr(policy, "model", None)
-    if model is not None:
-        model.eval()
-    trajs = run_episodes(env_factory, tasks, policy, seed=seed + 7919)
-    if model is not None:
-        model.train()
-    return summarize(trajs)
 
 
 def _state(opt: torch.optim.Optimizer, sched: Any, step: int) -> dict[str, Any]:
