@@ -17,7 +17,7 @@ import torch
 from pydantic import Field
 
 from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
-from .config import Config, ConfigError
+from .config import Config
 from .envs import make_env
 from .envs.base import stable_hash
 from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages

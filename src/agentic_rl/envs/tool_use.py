@@ -319,7 +319,7 @@ class ToolUseEnv(Env):
     # -- the teacher --
 
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
-        """Follow the reference solution, retry on faults, answer from the last observation.
+        """Follow the reference solution, retry on faults, then give the gold answer.
 
         With `noise`, make the planned mistakes: call a wrong tool first, make an unneeded call, give up after a
         fault, stop without an answer, call again after the answer is known, or guess instead of calling.
