@@ -213,7 +213,6 @@ class HFSession(Session):
         ep.ids += full[len(ep.ids):]
         ep.mask += [0] * tail
         ep.logprobs += [0.0] * tail
-        if episode in self.rows:
-            self._keep_rows([e for e in self.rows if e != episode])
+        # Its cache row is dropped by the next `act` (one copy of the cache per turn, not one per finished episode).
         self.eps[episode] = None
         return TokenRecord(ep.ids, ep.mask, ep.logprobs, ep.assistant_ids)
