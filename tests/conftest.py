@@ -35,7 +35,7 @@ def trained_dir(tmp_path_factory) -> Path:
     from agentic_rl.sft import SFTConfig, train_sft
 
     out = tmp_path_factory.mktemp("sft") / "run"
-    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=300", "max_steps=60", "batch_size=16",
+    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=400", "max_steps=250", "batch_size=16",
                                                         "eval_every=0", "eval_tasks=10", "lr=3e-3"])
     train_sft(cfg, out)
     return out / "model"

@@ -65,3 +65,89 @@ def test_cli_reports_a_stopped_run_as_a_message_not_a_traceback(trained_dir, tmp
                                  "steps=5", "zero_variance_patience=1", "temperature=0.0001",
                                  "logprob_tolerance=1000"])
     assert r.exit_code == 1 and "ZeroVarianceError" in r.output and "Traceback" not in r.output
+
+
+def test_observation_tokens_receive_no_gradient(trained_dir, env, monkeypatch):
+    """The trainer's loss touches only the policy's tokens: its gradient w.r.t. every other position's logprob is 0."""
+    import agentic_rl.grpo as grpo_mod
+    from agentic_rl.logprobs import sequence_logprobs
+
+    policy = HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=40))
+    trajs = [t for t in __import__("agentic_rl.rollout", fromlist=["x"]).run_episodes(
+        lambda: make_env("tool_use", fault_rate=0.5), env.tasks("train", 4), policy, 2, seed=3) if t.n_turns >= 2]
+    assert trajs, "need multi-turn trajectories with observations"
+    leaves = []
+
+    def full_logprobs(model, seqs, temperature=1.0, with_entropy=False, masks=None, **_):
+        lp, ent = sequence_logprobs(model, seqs, temperature, with_entropy=True)  # every position, no mask
+        leaf = lp.detach().requires_grad_()
+        leaves.append(leaf)
+        return leaf, ent.detach()
+
+    monkeypatch.setattr(grpo_mod, "sequence_logprobs", full_logprobs)
+    adv = [torch.ones(len(t.ids)) * (1 if i % 2 else -1) for i, t in enumerate(trajs)]
+    stats = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
+    cfg = GRPOConfig(policy=str(trained_dir))
+    grpo_mod._micro_step(policy.model, None, trajs, adv, cfg, len(trajs), sum(sum(t.mask) for t in trajs), stats)
+    (leaf,) = leaves
+    for b, t in enumerate(trajs):
+        mask = torch.tensor(t.mask, dtype=torch.bool)
+        g = leaf.grad[b, : len(t.ids)]
+        assert (g[~mask] == 0).all() and (leaf.grad[b, len(t.ids):] == 0).all()
+        assert (g[mask] != 0).any()
+
+
+class _OneRightTool:
+    """A toy env: the first turn earns 1 if it calls `search` (any arguments), else 0. Nothing else matters."""
+
+    @staticmethod
+    def make():
+        from agentic_rl.envs.base import StepResult
+        from agentic_rl.envs.tool_use import ToolUseEnv
+        from agentic_rl.parsing import ToolCall, parse_turn
+
+        class OneRightTool(ToolUseEnv):
+            def step(self, action):
+                p = parse_turn(action)  # any arguments: only the choice of tool is rewarded
+                r = float(isinstance(p, ToolCall) and p.name == "search")
+                return StepResult([], r, True, False, {"success": bool(r), "episode_reward": r})
+
+        return OneRightTool(max_turns=1)
+
+
+def test_grpo_raises_the_probability_of_the_always_right_tool(trained_dir, tmp_path, monkeypatch):
+    import agentic_rl.grpo as grpo_mod
+    from agentic_rl.logprobs import sequence_logprobs
+    from agentic_rl.parsing import format_tool_call
+    from agentic_rl.render import Renderer
+
+    monkeypatch.setattr(grpo_mod, "make_env", lambda name, **kw: _OneRightTool.make())
+    env = _OneRightTool.make()
+    tasks = env.tasks("eval", 16)
+
+    def p_search(model_dir):
+        """Mean probability that the first turn names `search`, teacher-forced up to the tool name."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir)
+        r = Renderer(tok)
+        seqs, masks = [], []
+        for t in tasks:
+            prompt = r.render(env.reset(t), add_generation_prompt=True).ids
+            call = tok(format_tool_call("search", {"query": "x"}), add_special_tokens=False)["input_ids"]
+            name_end = len(tok('<tool_call>{"name": "search', add_special_tokens=False)["input_ids"])
+            ids = prompt + call[:name_end]
+            seqs.append(ids)
+            masks.append([0] * (len(prompt) + name_end - 1) + [1])  # the token that completes the name
+        with torch.no_grad():
+            lp, _ = sequence_logprobs(model, seqs, masks=masks)
+        return lp.sum(1).exp().mean().item()
+
+    before = p_search(trained_dir)
+    cfg = load_config(GRPOConfig, overrides=[f"policy={trained_dir}", "steps=8", "tasks_per_step=8",
+                                             "group_size=8", "max_new_tokens=40", "lr=2e-4", "eval_every=0",
+                                             "eval_tasks=4", "micro_batch_size=16", "zero_variance_patience=100"])
+    train_grpo(cfg, tmp_path / "toy")
+    after = p_search(tmp_path / "toy" / "model")
+    assert after > before + 0.1, (before, after)
