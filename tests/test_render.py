@@ -91,3 +91,16 @@ def test_trajectory_jsonl_is_openai_messages(env, tmp_path):
     assert call["tool_calls"][0]["type"] == "function" and isinstance(call["tool_calls"][0]["function"]["arguments"], dict)
     with pytest.raises(ValueError, match="outcome"):
         Trajectory(**{**trajs[0].to_dict(), "outcome": "great"})
+
+
+def test_continuation_is_the_suffix_of_the_full_render(tiny_dir, env):
+    """What the agent loop appends after a turn equals what rendering the whole conversation puts there."""
+    r = Renderer(AutoTokenizer.from_pretrained(tiny_dir))
+    for t in _teacher_trajs(env, 10):
+        for k, m in enumerate(t.messages):
+            if m["role"] != "assistant" or k == len(t.messages) - 1:
+                continue
+            upto = r.render(t.messages[: k + 1]).ids
+            end = len(upto) - upto[::-1].index(r.eos_id)  # just after the turn's EOS
+            full = r.render(t.messages[: k + 2], add_generation_prompt=True).ids
+            assert upto[:end] + r.continuation(t.messages[: k + 2]) == full

@@ -84,6 +84,23 @@ class Renderer:
         out_mask += [0] * (len(ids) - prev)
         return Rendered(out_ids, out_mask)
 
+    def continuation(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True) -> list[int]:
+        """Ids the template puts after the last assistant turn's EOS: its closing text, the new messages and the
+        generation prompt. The agent loop appends these to the tokens it already has, so each turn tokenizes only
+        what is new; `render` of the whole conversation checks the result once the episode ends.
+
+        Works by text: the conversation without the new messages must be a prefix of the one with them."""
+        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        before = self.tokenizer.apply_chat_template(list(messages[: last + 1]), tokenize=False)
+        after = self.tokenizer.apply_chat_template(list(messages), tokenize=False,
+                                                   add_generation_prompt=add_generation_prompt)
+        eos = self.tokenizer.eos_token
+        cut = before.rfind(eos)
+        if cut < 0 or not after.startswith(before):
+            raise RenderError("the chat template is not prefix-stable (appending messages rewrites earlier text); "
+                              "multi-turn sampling needs one that is")
+        return self.tokenizer(after[cut + len(eos):], add_special_tokens=False)["input_ids"]
+
     def _spans_by_prefix(self, messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
         """Assistant spans for templates without generation markers: from the end of the generation prompt up to
         and including the first EOS after it (what sampling would have produced)."""

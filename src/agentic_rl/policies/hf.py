@@ -128,11 +128,11 @@ class HFSession(Session):
             self._prefill_prompts(episodes, conversations)
         for e, conv in zip(episodes, conversations):
             ep = self.eps[e]
-            full = self.renderer.render(conv, add_generation_prompt=True, assistant_ids=ep.assistant_ids).ids
-            self._check_prefix(e, ep.ids, full)
-            ep.ids += full[len(ep.ids):]
-            ep.mask += [0] * (len(full) - len(ep.mask))
-            ep.logprobs += [0.0] * (len(full) - len(ep.logprobs))
+            if ep.assistant_ids:  # after the first turn: only what follows the last sampled EOS is new
+                new = self.renderer.continuation(conv)
+                ep.ids += new
+                ep.mask += [0] * len(new)
+                ep.logprobs += [0.0] * len(new)
             feeds[e] = ep.ids[ep.cached:]
         self._keep_rows([e for e in self.rows if e in feeds])
         logits = self._forward({e: f for e, f in feeds.items() if f})
@@ -205,7 +205,9 @@ class HFSession(Session):
                 f"(had {have[k:k + 5]}, template gives {full[k:k + 5]}); the chat template is not prefix-stable")
 
     def finish(self, episode: int, conversation: list[Message]) -> TokenRecord:
-        """Close the episode: append the template's tokens after the last turn so ids == render(messages)."""
+        """Close the episode: append the template's tokens after the last turn so ids == render(messages).
+
+        The whole conversation is rendered once here and must reproduce every token the policy saw and said."""
         ep = self.eps[episode]
         full = self.renderer.render(conversation, assistant_ids=ep.assistant_ids).ids
         self._check_prefix(episode, ep.ids, full)
