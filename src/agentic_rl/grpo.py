@@ -25,7 +25,8 @@ from .logprobs import sequence_logprobs
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
 from .rollout import run_episodes
-from .rundir import append_metrics, prepare_run_dir
+from .reporting import Reporter, ReportTo
+from .rundir import prepare_run_dir
 from .trajectory import Trajectory
 from .ui import console, progress
 
@@ -93,6 +94,8 @@ class GRPOConfig(Config):
     """Held-out tasks per evaluation."""
     eval_temperature: float = 1.0
     """Sampling temperature for evaluation."""
+    report_to: list[ReportTo] = Field(default_factory=list)
+    """Also send metrics to these (tensorboard, wandb in offline mode); metrics.jsonl is always written."""
     checkpoint_every: int = 10
     """Save a resumable checkpoint every this many steps."""
 
@@ -124,7 +127,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     if step == 0:
         check_logprobs(policy, env_factory, pool[:2], cfg, seed=cfg.seed)
 
-    with progress() as bar:
+    with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"grpo:{out.name}") as reporter, \
+            progress() as bar:
         job = bar.add_task("GRPO", total=cfg.steps, completed=step)
         while step < cfg.steps:
             t0 = time.time()
@@ -193,7 +197,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                 if record["eval"]["success_rate"] > best:
                     best = record["eval"]["success_rate"]
                     save_model_dir(model, tok, out / "best")
-            append_metrics(out, record)
+            reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 save_checkpoint(out, step, model, tok, {"optimizer": opt.state_dict(), "step": step, "best": best,
                                                         "zero_streak": zero_streak}, cfg.to_yaml())

@@ -23,7 +23,8 @@ from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .render import Renderer
 from .rollout import run_episodes
-from .rundir import append_metrics, prepare_run_dir
+from .reporting import Reporter, ReportTo
+from .rundir import prepare_run_dir
 from .tiny_build import build_tiny_for_env
 from .trajectory import save_jsonl
 from .ui import console, progress
@@ -83,6 +84,8 @@ class SFTConfig(Config):
     """Sampling temperature for evaluation (the policy as it samples; 0 for greedy)."""
     max_new_tokens: int = 96
     """Most tokens per assistant turn when sampling."""
+    report_to: list[ReportTo] = Field(default_factory=list)
+    """Also send metrics to these (tensorboard, wandb in offline mode); metrics.jsonl is always written."""
     checkpoint_every: int = 50
     """Save a resumable checkpoint every this many steps."""
     max_steps: int | None = None
@@ -133,7 +136,8 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     # 4. Train. The order of demonstrations is a function of (seed, epoch) alone, so a resumed run sees the same.
     eval_tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
     model.train()
-    with progress() as bar:
+    with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"sft:{out.name}") as reporter, \
+            progress() as bar:
         job = bar.add_task("SFT", total=total, completed=step)
         while step < total:
             epoch, k = divmod(step, steps_per_epoch)
@@ -162,7 +166,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
                 record["eval"] = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed)
                 console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
-            append_metrics(out, record)
+            reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == total:
                 save_checkpoint(out, step, model, tok, _state(opt, sched, step), cfg.to_yaml())
             bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
