@@ -25,10 +25,10 @@ def _fail(msg: str, code: int = 2) -> None:
 
 def _training_errors() -> tuple[type[Exception], ...]:
     """Errors a training run stops with on purpose: reported as a message, not a traceback (exit code 1)."""
-    from .grpo import LogprobMismatchError, ZeroVarianceError
+    from .grpo import LogprobMismatchError
     from .policies import TokenContinuityError
 
-    return (LogprobMismatchError, ZeroVarianceError, TokenContinuityError)
+    return (LogprobMismatchError, TokenContinuityError)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})

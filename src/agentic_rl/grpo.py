@@ -35,10 +35,6 @@ class LogprobMismatchError(RuntimeError):
     """Recomputed logprobs disagree with the sampling logprobs: what was trained is not what was sampled."""
 
 
-class ZeroVarianceError(RuntimeError):
-    """Every group had equal rewards for too many steps: there is no learning signal."""
-
-
 class GRPOConfig(Config):
     env: str = "tool_use"
     """Environment name."""
@@ -113,7 +109,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     if cfg.beta > 0:  # a frozen copy of the starting policy, only when the KL term is on
         ref = HFPolicy(cfg.policy).model.eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    step, best, zero_streak = 0, -math.inf, 0
+    step, best, zero_streak, stopped = 0, -math.inf, 0, None
     if ckpt is not None:
         state = load_trainer_state(ckpt)
         opt.load_state_dict(state["optimizer"])
@@ -157,11 +153,12 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
             signal = [g for g in groups if _reward_spread([t for t in g if not t.is_infra_failure]) > 0]
             zero_frac = 1 - len(signal) / max(len(groups), 1)
             zero_streak = zero_streak + 1 if not signal else 0
-            if zero_streak >= cfg.zero_variance_patience:
-                raise ZeroVarianceError(
-                    f"every group had equal rewards for {zero_streak} steps: no learning signal. Try: more SFT "
-                    f"(if all fail), a higher temperature (now {cfg.temperature}), a larger group_size (now "
-                    f"{cfg.group_size}), or easier/harder tasks so some samples succeed and some fail")
+            if zero_streak >= cfg.zero_variance_patience:  # no signal: stop rather than spend compute on nothing
+                stopped = (f"every group had equal rewards for {zero_streak} steps: no learning signal. Try: more SFT "
+                           f"(if all fail), a higher temperature (now {cfg.temperature}), a larger group_size (now "
+                           f"{cfg.group_size}), or easier/harder tasks so some samples succeed and some fail")
+                console.print(f"[yellow]GRPO stopped at step {step}:[/] {stopped}")
+                break
 
             # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches.
             model.train()
@@ -210,7 +207,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     if final["success_rate"] > best or not (out / "best").exists():
         save_model_dir(model, tok, out / "best")
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
-               "wall_seconds": round(time.time() - t_start, 1), "eval": final}
+               "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
     atomic_write_json(out / "summary.json", summary)
     console.print(f"GRPO done in {summary['wall_seconds']} s: success {final['success_rate']:.2f}, "
                   f"mean reward {final['mean_reward']:.3f}")
@@ -315,4 +312,4 @@ def check_logprobs(policy: HFPolicy, env_factory: Any, tasks: list, cfg: GRPOCon
     return worst
 
 
-__all__ = ["GRPOConfig", "LogprobMismatchError", "ZeroVarianceError", "check_logprobs", "train_grpo"]
+__all__ = ["GRPOConfig", "LogprobMismatchError", "check_logprobs", "train_grpo"]

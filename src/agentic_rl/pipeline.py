@@ -65,7 +65,8 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
         stages[name] = {"eval": evaluate_policy(env_factory, tasks, policy, cfg.seed)}
     summary = {"env": cfg.env, "wall_seconds": round(time.time() - t0, 1), "eval_tasks": cfg.eval_tasks,
                "stages": stages, "sft_wall_seconds": sft_summary.get("wall_seconds"),
-               "grpo_wall_seconds": grpo_summary.get("wall_seconds")}
+               "grpo_wall_seconds": grpo_summary.get("wall_seconds"),
+               "grpo_stopped_early": grpo_summary.get("stopped_early")}
     atomic_write_json(out / "summary.json", summary)
     console.print(comparison_table(stages))
     console.print(f"done in {summary['wall_seconds']} s → {out / 'summary.json'}")
