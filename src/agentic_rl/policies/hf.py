@@ -103,7 +103,8 @@ class HFSession(Session):
                 pos[r, width - len(toks):] = torch.arange(ep.cached, ep.cached + len(toks))
                 ep.cached += len(toks)
         self.attn = torch.cat([self.attn, valid], dim=1)
-        out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache, use_cache=True,
+                         logits_to_keep=1)  # only the last position is sampled from
         self.cache = out.cache if self.cache is None else self.cache
         last = out.logits[:, -1, :].float()
         return {e: last[r] for r, e in enumerate(self.rows) if feeds.get(e)}
