@@ -155,3 +155,14 @@ def test_grpo_raises_the_probability_of_the_always_right_tool(trained_dir, tmp_p
     train_grpo(cfg, tmp_path / "toy")
     after = p_search(tmp_path / "toy" / "model")
     assert after > before + 0.1, (before, after)
+
+
+def test_dynamic_sampling_keeps_only_groups_with_signal(trained_dir, tmp_path):
+    cfg = load_config(GRPOConfig, overrides=FAST + [f"policy={trained_dir}", "steps=2", "dynamic_sampling=true",
+                                                    "max_resample=2", "zero_variance_patience=100"])
+    train_grpo(cfg, tmp_path / "d")
+    for line in (tmp_path / "d" / "metrics.jsonl").read_text().splitlines():
+        x = json.loads(line)
+        assert x["trajectories_sampled"] >= 16  # at least one round of B × G
+        if x["reward_std"] > 0:  # some group had signal, so every kept group has it
+            assert x["zero_variance_frac"] == 0.0
