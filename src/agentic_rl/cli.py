@@ -31,6 +31,17 @@ def _training_errors() -> tuple[type[Exception], ...]:
     return (LogprobMismatchError, TokenContinuityError)
 
 
+def _train(train: Any, cls: Any, ctx: typer.Context, config: Optional[Path], out: Path, resume: bool,
+           **explicit: Any) -> None:
+    """Resolve the config (file ← options ← key=value) and run a training entry point; errors become messages."""
+    try:
+        train(load_config(cls, config, ctx.args, **explicit), out, resume=resume)
+    except (ConfigError, ValueError) as e:
+        _fail(str(e))
+    except _training_errors() as e:
+        _fail(f"{type(e).__name__}: {e}", code=1)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def run(ctx: typer.Context,
         env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
@@ -41,13 +52,7 @@ def run(ctx: typer.Context,
     """The whole ladder on the built-in tiny policy: demonstrations → SFT → GRPO → held-out comparison."""
     from .pipeline import RunConfig, run_pipeline
 
-    try:
-        cfg = load_config(RunConfig, config, ctx.args, env=env)
-        run_pipeline(cfg, out, resume=resume)
-    except (ConfigError, ValueError) as e:
-        _fail(str(e))
-    except _training_errors() as e:
-        _fail(f"{type(e).__name__}: {e}", code=1)
+    _train(run_pipeline, RunConfig, ctx, config, out, resume, env=env)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -59,13 +64,7 @@ def sft(ctx: typer.Context,
     """Supervised fine-tuning on noisy-teacher demonstrations. Extra arguments: key=value config overrides."""
     from .sft import SFTConfig, train_sft
 
-    try:
-        cfg = load_config(SFTConfig, config, ctx.args, env=env)
-        train_sft(cfg, out, resume=resume)
-    except (ConfigError, ValueError) as e:
-        _fail(str(e))
-    except _training_errors() as e:
-        _fail(f"{type(e).__name__}: {e}", code=1)
+    _train(train_sft, SFTConfig, ctx, config, out, resume, env=env)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
@@ -78,13 +77,7 @@ def grpo(ctx: typer.Context,
     """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
     from .grpo import GRPOConfig, train_grpo
 
-    try:
-        cfg = load_config(GRPOConfig, config, ctx.args, env=env, policy=policy)
-        train_grpo(cfg, out, resume=resume)
-    except (ConfigError, ValueError) as e:
-        _fail(str(e))
-    except _training_errors() as e:
-        _fail(f"{type(e).__name__}: {e}", code=1)
+    _train(train_grpo, GRPOConfig, ctx, config, out, resume, env=env, policy=policy)
 
 
 @app.command()
