@@ -43,6 +43,8 @@ class TinyConfig(Config):
     """MLP width."""
     vocab_size: int = 4096
     """Most BPE tokens; the trainer stops early when the env's text needs fewer."""
+    induction_init: bool = True
+    """Start with a copying circuit (induction heads) written into layers 0–1; see policies/induction_init.py."""
 
 
 class SFTConfig(Config):
