@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Env, Message, StepResult, Task, check_env
+from .codefix import CodeFixEnv
 from .tool_use import ToolUseEnv
 
-ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv}
+ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv}
 
 
 def make_env(name: str, **kwargs: Any) -> Env:

@@ -1,0 +1,263 @@
+"""`codefix`: fix a buggy function in a real git repository with list_files / read_file / edit_file / run_test / finish.
+
+Each episode gets a fresh git repository (one commit) holding one corpus module with an injected bug and its visible
+tests; hidden tests stay with the env. All code runs in the sandbox (`sandbox.py`); grading is `grading.py`.
+
+Reward (per turn; the episode reward is their sum):
+    r_finish = fraction of visible + hidden tests that pass after grading, given on finish() (or a final answer);
+               no finish by the turn limit → no test credit (the agent did not submit)
+    penalty  = STEP_COST × (turns beyond FREE_TURNS) + LOOP_COST × (stuck events), capped at MAX_PENALTY in total
+The stuck detector counts a turn as stuck when it repeats an earlier action that got the same observation, re-reads
+a file that has not changed since it was last read, or closes an A-B-A-B alternation of actions.
+Calibrated on the seed's three trajectories (`tests/test_codefix.py`): A read → edit → test → finish with 10/10
+tests = 1.0; B careless edits with 3/10 = 0.3; C reads the file 50 times = −0.2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from ...parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+from ...tools import ToolError, Toolbox
+from ..base import Env, Message, Split, StepResult, Task
+from .corpus import BY_NAME, CORPUS, Module
+from .grading import Grade, grade, pristine_files
+from .sandbox import Limits, Sandbox
+from .tasks import make_tasks, valid_mutants
+from .workspace import Workspace
+
+STEP_COST = 0.01
+FREE_TURNS = 10
+LOOP_COST = 0.05
+MAX_PENALTY = 0.2
+OUTPUT_LIMIT = 2000  # characters of pytest output shown to the agent
+
+SYSTEM_PROMPT = (
+    "You are a coding agent in a git repository. Use the tools to read the code, run the tests, fix the bug and "
+    "call finish(). To call a tool, reply with only "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.\nTools:\n'
+)
+
+
+class CodeFixEnv(Env):
+    """Fix one injected bug; rewarded by visible + hidden tests graded out of the agent's reach."""
+
+    name: ClassVar[str] = "codefix"
+    mistakes: ClassVar[tuple[str, ...]] = ("skip_read", "skip_test", "wrong_fix", "no_finish", "reread")
+    default_noise: ClassVar[dict[str, float]] = {"skip_read": 0.2, "skip_test": 0.3, "wrong_fix": 0.15,
+                                                 "no_finish": 0.05, "reread": 0.2}
+
+    def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None):
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
+        self.max_turns = max_turns
+        self.limits = limits or Limits(wall_seconds=10, cpu_seconds=10)
+        self.modules = {m.name: m for m in (modules or CORPUS)}
+        self._custom = modules is not None
+        self.tools = Toolbox([self.list_files, self.read_file, self.edit_file, self.run_test, self.finish])
+        self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tools.schemas)
+        self.workspace: Workspace | None = None
+        self._task: Task | None = None
+
+    # -- tasks --
+
+    def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
+        if split not in ("train", "eval"):
+            raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+        return make_tasks(split, n, seed, list(self.modules.values()) if self._custom else None)
+
+    def task_source(self, task: Task) -> tuple[Module, str]:
+        """The task's module and its buggy source."""
+        module = self.modules.get(task.get("module")) or BY_NAME[task.get("module")]
+        mut = next(m for m in valid_mutants(module) if (m.operator, m.site) == (task.get("operator"), task.get("site")))
+        return module, mut.source
+
+    # -- tools (bound to the current episode's workspace) --
+
+    def list_files(self) -> str:
+        """List the files in the repository."""
+        return "\n".join(self._ws().list_files())
+
+    def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        """Read a file with numbered lines.
+
+        Args:
+            path: Path relative to the repository root, for example "slug.py".
+            start_line: First line to show (1-based); default the first.
+            end_line: Last line to show; default the last.
+        """
+        return self._ws().read(path, start_line, end_line)
+
+    def edit_file(self, path: str, old: str, new: str) -> str:
+        """Replace an exact, unique piece of text in a file.
+
+        Args:
+            path: Path relative to the repository root.
+            old: The exact text to replace; it must occur exactly once.
+            new: The replacement text.
+        """
+        return self._ws().edit(path, old, new)
+
+    def run_test(self, test_id: str | None = None) -> str:
+        """Run the tests (all, or one test id such as "test_slug.py::test_01") and show pytest's summary.
+
+        Args:
+            test_id: A test file or test id; default all tests.
+        """
+        ws = self._ws()
+        target = test_id.strip() if test_id else ""
+        if target:
+            ws.resolve(target.split("::")[0])  # confined like every path
+        res = Sandbox(ws.root, self.limits).run(
+            ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "console_output_style=classic",
+             *([target] if target else [])])
+        self._last_sandbox = res.outcome
+        text = (res.stdout + res.stderr).strip()
+        if res.timed_out:
+            text = f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s\n" + text
+        elif res.outcome.startswith("killed"):
+            text = f"{res.outcome}: the test process was killed (a resource limit)\n" + text
+        return text[-OUTPUT_LIMIT:] if len(text) > OUTPUT_LIMIT else text
+
+    def finish(self) -> str:
+        """Submit the repository as it is now and end the episode."""
+        return "finished"
+
+    def _ws(self) -> Workspace:
+        if self.workspace is None or self.workspace.closed:
+            raise ToolError("no episode is running")
+        return self.workspace
+
+    # -- the episode --
+
+    def reset(self, task: Task) -> list[Message]:
+        self.close()
+        module, source = self.task_source(task)
+        self._task, self._module, self._source = task, module, source
+        self.workspace = Workspace(pristine_files(module, source))
+        self._turns, self._penalty, self._stuck = 0, 0.0, 0
+        self._history: list[tuple[str, str]] = []  # (action key, observation)
+        self._reads: dict[str, bytes] = {}  # path → content when last read
+        self._last_sandbox = "ok"
+        self._sandbox_events: list[str] = []
+        self._total = 0.0
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
+
+    def step(self, action: str) -> StepResult:
+        if self._task is None or self.workspace is None:
+            raise RuntimeError("call reset(task) before step()")
+        self._turns += 1
+        parsed = parse_turn(action, self.tools)
+        info: dict[str, Any] = {"parsed": type(parsed).__name__}
+        if isinstance(parsed, FinalAnswer) or (isinstance(parsed, ToolCall) and parsed.name == "finish"):
+            return self._finish(info)
+        if isinstance(parsed, ParseError):
+            obs_text, key = f"error: {parsed.message}", f"parse:{action}"
+            info["parse_error"] = parsed.kind
+        else:
+            self._last_sandbox = "ok"
+            before = self._file_state(parsed)
+            obs_text = self.tools.call(parsed.name, parsed.arguments).content
+            key = f"{parsed.name}:{json.dumps(parsed.arguments, sort_keys=True)}"
+            info["tool"] = parsed.name
+            if parsed.name == "run_test" and self._last_sandbox != "ok":
+                self._sandbox_events.append(self._last_sandbox)
+                info["sandbox"] = self._last_sandbox
+            stuck = self._is_stuck(key, obs_text, parsed, before)
+            info["stuck"] = stuck
+        if isinstance(parsed, ParseError):
+            stuck = self._is_stuck(key, obs_text, None, None)
+            info["stuck"] = stuck
+        reward = self._penalise(stuck)
+        obs = [{"role": "tool", "content": obs_text} if isinstance(parsed, ParseError) else
+               {"role": "tool", "name": parsed.name, "content": obs_text}]
+        if self._turns >= self.max_turns:
+            info.update(success=False, no_answer=True)
+            return self._end(reward, [], info, terminated=False)
+        self._total += reward
+        return StepResult(obs, reward, False, False, info)
+
+    def _file_state(self, call: ToolCall) -> bytes | None:
+        """For read_file: the file's current bytes (to tell a re-read of an unchanged file)."""
+        if call.name != "read_file":
+            return None
+        try:
+            return self._ws().resolve(str(call.arguments.get("path", ""))).read_bytes()
+        except (ToolError, OSError):
+            return None
+
+    def _is_stuck(self, key: str, obs: str, call: ToolCall | None, content: bytes | None) -> bool:
+        stuck = (key, obs) in self._history
+        if call is not None and call.name == "read_file" and content is not None:
+            path = str(call.arguments.get("path", "")).strip()
+            stuck = stuck or self._reads.get(path) == content
+            self._reads[path] = content
+        keys = [k for k, _ in self._history[-3:]] + [key]
+        if len(keys) == 4 and keys[0] == keys[2] and keys[1] == keys[3] and keys[0] != keys[1]:
+            stuck = True  # A-B-A-B
+        self._history.append((key, obs))
+        self._stuck += stuck
+        return stuck
+
+    def _penalise(self, stuck: bool) -> float:
+        """This turn's share of the shaping penalty, keeping the episode's total within MAX_PENALTY."""
+        want = STEP_COST * (self._turns > FREE_TURNS) + LOOP_COST * stuck
+        take = min(want, MAX_PENALTY - self._penalty)
+        self._penalty += take
+        return -take
+
+    def _finish(self, info: dict[str, Any]) -> StepResult:
+        g: Grade = grade(self._module, self._source, self._ws().snapshot(), self.limits)
+        reward = g.pass_fraction + self._penalise(False)
+        info.update(success=g.pass_fraction == 1.0, pass_fraction=g.pass_fraction, visible_passed=g.visible_passed,
+                    hidden_passed=g.hidden_passed, grade_notes=g.notes, no_answer=False)
+        return self._end(reward, [], info, terminated=True)
+
+    def _end(self, reward: float, obs: list[Message], info: dict[str, Any], terminated: bool) -> StepResult:
+        self._total += reward
+        info.update(episode_reward=self._total, stuck_turns=self._stuck, turns=self._turns,
+                    sandbox_events=list(self._sandbox_events), tool_calls=self._turns - int(terminated))
+        self.close()
+        return StepResult(obs, reward, terminated, not terminated, info)
+
+    def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close()
+
+    # -- the teacher: read → run_test → fix the mutated line → run_test → finish --
+
+    def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
+        noise = noise or {}
+        name = task.get("module")
+        done = [m for m in messages if m["role"] == "assistant"]
+        calls = [_call_name(m) for m in done]
+        plan: list[str | tuple[str, dict[str, Any]]] = []
+        if not noise.get("skip_read"):
+            plan.append(("read_file", {"path": f"{name}.py"}))
+        if noise.get("reread"):
+            plan.append(("read_file", {"path": f"{name}.py"}))
+        if not noise.get("skip_test"):
+            plan.append(("run_test", {}))
+        buggy, fixed = task.get("buggy_line"), task.get("fixed_line")
+        if noise.get("wrong_fix"):
+            plan.append(("edit_file", {"path": f"{name}.py", "old": buggy, "new": buggy + "  # checked"}))
+        else:
+            plan.append(("edit_file", {"path": f"{name}.py", "old": buggy, "new": fixed}))
+        plan.append(("run_test", {}))
+        if noise.get("no_finish"):
+            plan += [("run_test", {})] * self.max_turns
+        plan.append(("finish", {}))
+        step = len(calls)
+        if step < len(plan):
+            call_name, args = plan[step]
+            return format_tool_call(call_name, args)
+        return format_tool_call("finish", {})
+
+
+def _call_name(message: Message) -> str | None:
+    calls = message.get("tool_calls") or []
+    if calls:
+        return calls[0]["function"]["name"]
+    parsed = parse_turn(message.get("content") or "")
+    return parsed.name if isinstance(parsed, ToolCall) else None

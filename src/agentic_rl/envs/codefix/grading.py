@@ -1,0 +1,195 @@
+"""Grading the agent cannot forge.
+
+1. A fresh copy of the task's pristine repository gets only the agent's changes to non-test Python source files.
+   Test files come back as they were; new conftest.py, pytest.ini, pyproject.toml, setup.cfg, tox.ini, `.pth`,
+   sitecustomize.py, usercustomize.py and every non-`.py` file (a forged `__pycache__/*.pyc` among them) are dropped.
+2. Visible tests run under pytest in the sandbox with `--noconftest -p no:cacheprovider -o addopts=""`, plugin
+   autoloading off, and junit output. Every expected test id must be in the junit file, and the exit code, the
+   junit counts and the ids must agree; if they do not, the visible score is 0 (someone tampered with the run).
+   The same visible cases are also checked by value, as below: a test counts only if both say it passed, and a
+   pass that the values contradict zeroes the visible score.
+3. Hidden tests (and the value check of the visible ones) never run inside pytest: code running in the pytest process can forge its results (a module-level
+   monkeypatch of `_pytest.reports.TestReport` reports "passed" even under `--noconftest` with junit). A child in
+   the sandbox imports the candidate module, evaluates each hidden expression and prints the *values*, encoded by
+   a strict function that accepts only plain data (`type(x) is int`, not isinstance: an int subclass with a lying
+   `__eq__` does not pass); the trusted parent compares them with the expected values, which never leave it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .corpus import Module, visible_test_file, visible_test_ids
+from .sandbox import Limits, Sandbox
+
+DROPPED_NAMES = {"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "sitecustomize.py",
+                 "usercustomize.py", "setup.py"}
+PYTEST_FLAGS = ["--noconftest", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "--tb=no", "-rN"]
+MARKER = "@@CODEFIX-RESULT@@"
+
+# One definition of "plain data", used by the child (as source) and the parent (exec'd from the same text).
+PLAIN_SRC = '''
+def plain(x, depth=0):
+    if depth > 50:
+        return ["<too deep>"]
+    t = type(x)
+    if x is None or t is bool or t is int or t is str:
+        return x
+    if t is float:
+        return x if x == x and x not in (float("inf"), float("-inf")) else repr(x)
+    if t is list:
+        return ["list", [plain(v, depth + 1) for v in x]]
+    if t is tuple:
+        return ["tuple", [plain(v, depth + 1) for v in x]]
+    if t is dict and all(type(k) is str for k in x):
+        return ["dict", {k: plain(v, depth + 1) for k, v in sorted(x.items())}]
+    if t is set or t is frozenset:
+        return ["set", sorted((plain(v, depth + 1) for v in x), key=repr)]
+    return ["<not plain data>", t.__name__]
+'''
+_ns: dict[str, Any] = {}
+exec(PLAIN_SRC, _ns)  # noqa: S102 — our own constant source, shared with the child
+plain = _ns["plain"]
+
+HIDDEN_RUNNER = PLAIN_SRC + '''
+import json, signal, sys, importlib
+request = json.loads(sys.stdin.read())
+sys.path.insert(0, ".")
+marker, results = request["marker"], []
+def on_alarm(signum, frame):
+    raise TimeoutError("case timed out")
+signal.signal(signal.SIGALRM, on_alarm)
+try:
+    namespace = dict(vars(importlib.import_module(request["module"])))
+except BaseException as e:
+    print(marker + json.dumps({"import_error": type(e).__name__}), flush=True)
+    raise SystemExit(0)
+for expr in request["cases"]:
+    signal.setitimer(signal.ITIMER_REAL, request["seconds"])
+    try:
+        results.append({"ok": True, "value": plain(eval(expr, dict(namespace)))})
+    except BaseException as e:
+        results.append({"ok": False, "error": type(e).__name__})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+sys.stdout.write(marker + json.dumps({"results": results}) + "\\n")
+sys.stdout.flush()
+'''
+
+
+@dataclass
+class Grade:
+    visible_passed: int
+    visible_total: int
+    hidden_passed: int
+    hidden_total: int
+    notes: list[str] = field(default_factory=list)  # what grading noticed: tampering, timeouts, dropped files
+
+    @property
+    def pass_fraction(self) -> float:
+        total = self.visible_total + self.hidden_total
+        return (self.visible_passed + self.hidden_passed) / total if total else 0.0
+
+
+def pristine_files(module: Module, source: str) -> dict[str, str]:
+    """The task's repository as the agent first sees it: the (buggy) module and its visible tests."""
+    return {f"{module.name}.py": source, f"test_{module.name}.py": visible_test_file(module)}
+
+
+def is_test_or_config(rel: str) -> bool:
+    name = Path(rel).name
+    return (name.startswith("test_") or name.endswith("_test.py") or name in DROPPED_NAMES
+            or name.endswith(".pth") or not name.endswith(".py") or "__pycache__" in Path(rel).parts)
+
+
+def grading_copy(module: Module, source: str, agent_files: dict[str, bytes], root: Path) -> list[str]:
+    """Write pristine + the agent's non-test source changes into `root`; return notes on what was dropped."""
+    notes = []
+    for rel, text in pristine_files(module, source).items():
+        (root / rel).write_text(text)
+    for rel, data in sorted(agent_files.items()):
+        if is_test_or_config(rel):
+            pristine = pristine_files(module, source).get(rel)
+            if pristine is None or pristine.encode() != data:
+                notes.append(f"ignored {rel}")
+            continue
+        dest = root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return notes
+
+
+def run_visible(module: Module, sandbox: Sandbox, junit_name: str = ".grade-junit.xml"
+                ) -> tuple[list[bool], list[str]]:
+    """Visible tests under pytest with junit; (passed per test, notes). Exit code, junit and ids must agree."""
+    root = sandbox.workspace
+    res = sandbox.run(["python", "-m", "pytest", *PYTEST_FLAGS, f"--junitxml={junit_name}", f"test_{module.name}.py"])
+    expected = visible_test_ids(module)
+    none = [False] * len(expected)
+    if res.timed_out:
+        return none, [f"visible tests: {res.outcome}"]
+    try:
+        tree = ET.parse(root / junit_name)
+    except (OSError, ET.ParseError):
+        return none, [f"visible tests: no junit report (exit code {res.returncode})"]
+    cases: dict[str, bool] = {}
+    for tc in tree.iter("testcase"):
+        tid = f"test_{module.name}.py::{tc.get('name')}"
+        cases[tid] = not any(child.tag in ("failure", "error", "skipped") for child in tc)
+    missing = [t for t in expected if t not in cases]
+    passed = [cases.get(t, False) for t in expected]
+    if missing:
+        return none, [f"visible tests: {len(missing)} expected test(s) missing from the report"]
+    all_passed = all(passed) and len(cases) == len(expected)
+    if (res.returncode == 0) != all_passed:
+        return none, [f"visible tests: exit code {res.returncode} disagrees with the junit report "
+                      f"({sum(passed)} passed)"]
+    return passed, []
+
+
+def run_values(module: Module, cases: tuple, sandbox: Sandbox, seconds_per_case: float = 1.0
+               ) -> tuple[list[bool], list[str]]:
+    """Evaluate (expression, expected) cases out of pytest; values compared here. (passed per case, notes)."""
+    marker = MARKER
+    none = [False] * len(cases)
+    request = {"module": module.name, "cases": [expr for expr, _ in cases], "seconds": seconds_per_case,
+               "marker": marker}
+    res = sandbox.run(["python", "-c", HIDDEN_RUNNER], stdin=json.dumps(request))
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith(marker)]
+    if not lines:
+        return none, [f"value check: no result ({res.outcome})"]
+    try:
+        report = json.loads(lines[-1][len(marker):])
+    except json.JSONDecodeError:
+        return none, ["value check: unreadable result"]
+    if "import_error" in report:
+        return none, [f"value check: the module failed to import ({report['import_error']})"]
+    results = report.get("results")
+    if not isinstance(results, list) or len(results) != len(cases):
+        return none, ["value check: wrong number of results"]
+    return [isinstance(got, dict) and got.get("ok") is True and json.dumps(got.get("value"), sort_keys=True)
+            == json.dumps(plain(expected), sort_keys=True) for (_, expected), got in zip(cases, results)], []
+
+
+def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Limits | None = None) -> Grade:
+    """Grade the agent's workspace files against the task's pristine repository (source = the buggy module)."""
+    root = Path(tempfile.mkdtemp(prefix="codefix-grade-")).resolve()
+    try:
+        notes = grading_copy(module, source, agent_files, root)
+        sandbox = Sandbox(root, limits or Limits(wall_seconds=20, cpu_seconds=20))
+        by_pytest, vnotes = run_visible(module, sandbox)
+        by_value, cnotes = run_values(module, module.visible, sandbox)
+        hidden, hnotes = run_values(module, module.hidden, sandbox)
+        visible = sum(p and v for p, v in zip(by_pytest, by_value))
+        if any(p and not v for p, v in zip(by_pytest, by_value)):
+            # pytest reported a pass that the values contradict: the run was tampered with
+            visible, vnotes = 0, vnotes + ["visible tests: pytest reported passes the values contradict (tampering)"]
+        return Grade(visible, len(module.visible), sum(hidden), len(module.hidden), notes + vnotes + cnotes + hnotes)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
