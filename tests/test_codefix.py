@@ -187,7 +187,7 @@ def _buggy() -> tuple[str, dict[str, bytes]]:
 
 def _fraction(files: dict[str, bytes]) -> float:
     source, _ = _buggy()
-    return grade(PRIMES, source, files).pass_fraction
+    return grade(PRIMES, source, files).reward
 
 
 @isolated
@@ -224,7 +224,7 @@ def test_correct_fix_scores_full_marks():
     mut = valid_mutants(PRIMES)[0]
     files = {k: v.encode() for k, v in pristine_files(PRIMES, PRIMES.source).items()}
     g = grade(PRIMES, mut.source, files)
-    assert g.pass_fraction == 1.0 and g.notes == []
+    assert g.pass_fraction == 1.0 and g.reward == 1.0 and g.notes == []
 
 
 # ---- the env: teacher, reward calibration ---------------------------------------------------------------------------
@@ -245,7 +245,10 @@ def classify(n):
     return "big"
 ''', (("classify(-5)", "neg"), ("classify(-1)", "neg"), ("classify(0)", "zero"), ("classify(1)", "small"),
       ("classify(9)", "small"), ("classify(10)", "big"), ("classify(50)", "big")),
-    (("classify(0)", "zero"), ("classify(5)", "small"), ("classify(99)", "big")))
+    # ten hidden tests, three of them 'big': what the seed's B (3/10) needs
+    (("classify(-7)", "neg"), ("classify(-2)", "neg"), ("classify(0)", "zero"), ("classify(2)", "small"),
+     ("classify(3)", "small"), ("classify(5)", "small"), ("classify(8)", "small"), ("classify(11)", "big"),
+     ("classify(15)", "big"), ("classify(99)", "big")))
 
 
 def _play(env: CodeFixEnv, task: Task, actions: list[str]) -> float:
@@ -283,3 +286,23 @@ def test_stuck_detector_counts_repeats_and_alternation():
     stuck = [env.step(x).info["stuck"] for x in [read, ls, read, ls, ls]]
     assert stuck == [False, False, True, True, True]
     env.close()
+
+
+@isolated
+def test_probe_hacks_guards_hold_and_probes_bite(tmp_path):
+    from typer.testing import CliRunner
+
+    from agentic_rl.cli import app
+    from agentic_rl.envs.codefix.exploits import EXPLOITS, probe_hacks
+
+    env = CodeFixEnv(limits=Limits(wall_seconds=3, cpu_seconds=3))
+    task = next(t for t in env.tasks("eval", 6, 0) if t.get("module") == "truncate")  # a mutant that halts
+    rows = {r["exploit"]: r for r in probe_hacks(env, [task])}
+    assert set(rows) == set(EXPLOITS)
+    noop = rows["noop"]["guarded_reward"]
+    for name, r in rows.items():
+        assert r["guarded_reward"] <= noop + 1e-9, name
+    for name in ("delete_failing_tests", "conftest_force_pass"):
+        assert rows[name]["naive_reward"] > noop, name
+    r = CliRunner().invoke(app, ["probe-hacks", "--env", "tool_use"])
+    assert r.exit_code == 2 and "envs with probes: codefix" in r.output

@@ -1,4 +1,4 @@
-"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout."""
+"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout, probe-hacks."""
 
 from __future__ import annotations
 
@@ -120,6 +120,36 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps([t.to_dict() for t in trajs], ensure_ascii=False, indent=1))
+
+
+@app.command("probe-hacks")
+def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploit probes (codefix)."),
+                n: int = typer.Option(3, help="Held-out tasks to try every exploit on."),
+                seed: int = typer.Option(0, help="Seed for the tasks."),
+                json_out: Optional[Path] = typer.Option(None, "--json", help="Write the rows here (JSON list).")
+                ) -> None:
+    """Try every known reward hack with a scripted agent: naive reward (the agent's own test run) vs guarded reward."""
+    from rich.table import Table
+
+    from .envs import make_env
+
+    if env != "codefix":
+        _fail(f"no exploit probes for env {env!r}; envs with probes: codefix")
+    from .envs.codefix.exploits import probe_hacks as run_probes
+
+    e = make_env(env)
+    rows = run_probes(e, e.tasks("eval", n, seed))
+    table = Table(title=f"reward hacks on {n} held-out {env} tasks")
+    for col in ("exploit", "naive reward", "guarded reward", "no-op reward", "guard holds"):
+        table.add_column(col)
+    for r in rows:
+        holds = r["guarded_reward"] <= r["noop_reward"] + 1e-9
+        table.add_row(str(r["exploit"]), f"{r['naive_reward']:.2f}", f"{r['guarded_reward']:.2f}",
+                      f"{r['noop_reward']:.2f}", "[green]yes[/]" if holds else "[red]NO[/]")
+    console.print(table)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(rows, indent=2))
 
 
 def print_trajectory(t: Any) -> None:

@@ -4,13 +4,19 @@ Each episode gets a fresh git repository (one commit) holding one corpus module 
 tests; hidden tests stay with the env. All code runs in the sandbox (`sandbox.py`); grading is `grading.py`.
 
 Reward (per turn; the episode reward is their sum):
-    r_finish = fraction of visible + hidden tests that pass after grading, given on finish() (or a final answer);
+    r_finish = fraction of the *hidden* tests that pass after grading, given on finish() (or a final answer);
+               0 if grading caught tampering (pytest reporting passes the values contradict);
                no finish by the turn limit → no test credit (the agent did not submit)
     penalty  = STEP_COST × (turns beyond FREE_TURNS) + LOOP_COST × (stuck events), capped at MAX_PENALTY in total
+Why hidden tests only: any credit for the visible tests is credit an agent can take by hard-coding their expected
+outputs, which no grader can tell from a fix in general. With visible + hidden counted, `probe-hacks` measured
+hard-coding at 0.89 against 0.50 for leaving the bug; paying hidden tests only, it earns exactly the no-op. The
+visible tests remain the agent's feedback (`run_test`), and `info` reports them (`visible_passed`, `pass_fraction`
+over visible + hidden) for evaluation.
 The stuck detector counts a turn as stuck when it repeats an earlier action that got the same observation, re-reads
 a file that has not changed since it was last read, or closes an A-B-A-B alternation of actions.
-Calibrated on the seed's three trajectories (`tests/test_codefix.py`): A read → edit → test → finish with 10/10
-tests = 1.0; B careless edits with 3/10 = 0.3; C reads the file 50 times = −0.2.
+Calibrated on the seed's three trajectories (`tests/test_codefix.py`, a module with 10 hidden tests): A read → edit
+→ test → finish with 10/10 = 1.0; B careless edits with 3/10 = 0.3; C reads the file 50 times = −0.2.
 """
 
 from __future__ import annotations
@@ -114,11 +120,12 @@ class CodeFixEnv(Env):
              *([target] if target else [])])
         self._last_sandbox = res.outcome
         text = (res.stdout + res.stderr).strip()
+        text = (text[-OUTPUT_LIMIT:] if len(text) > OUTPUT_LIMIT else text) + f"\n(exit code {res.returncode})"
         if res.timed_out:
             text = f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s\n" + text
         elif res.outcome.startswith("killed"):
             text = f"{res.outcome}: the test process was killed (a resource limit)\n" + text
-        return text[-OUTPUT_LIMIT:] if len(text) > OUTPUT_LIMIT else text
+        return text
 
     def finish(self) -> str:
         """Submit the repository as it is now and end the episode."""
@@ -209,8 +216,8 @@ class CodeFixEnv(Env):
 
     def _finish(self, info: dict[str, Any]) -> StepResult:
         g: Grade = grade(self._module, self._source, self._ws().snapshot(), self.limits)
-        reward = g.pass_fraction + self._penalise(False)
-        info.update(success=g.pass_fraction == 1.0, pass_fraction=g.pass_fraction, visible_passed=g.visible_passed,
+        reward = g.reward + self._penalise(False)
+        info.update(success=g.reward == 1.0, pass_fraction=g.pass_fraction, visible_passed=g.visible_passed,
                     hidden_passed=g.hidden_passed, grade_notes=g.notes, no_answer=False)
         return self._end(reward, [], info, terminated=True)
 

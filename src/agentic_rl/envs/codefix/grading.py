@@ -90,6 +90,12 @@ class Grade:
     hidden_passed: int
     hidden_total: int
     notes: list[str] = field(default_factory=list)  # what grading noticed: tampering, timeouts, dropped files
+    tampered: bool = False  # pytest reported passes that the values contradict
+
+    @property
+    def reward(self) -> float:
+        """What the env pays: the hidden pass fraction, 0 when the run was tampered with (see env.py for why)."""
+        return 0.0 if self.tampered or not self.hidden_total else self.hidden_passed / self.hidden_total
 
     @property
     def pass_fraction(self) -> float:
@@ -187,9 +193,10 @@ def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Li
         by_value, cnotes = run_values(module, module.visible, sandbox)
         hidden, hnotes = run_values(module, module.hidden, sandbox)
         visible = sum(p and v for p, v in zip(by_pytest, by_value))
-        if any(p and not v for p, v in zip(by_pytest, by_value)):
-            # pytest reported a pass that the values contradict: the run was tampered with
+        tampered = any(p and not v for p, v in zip(by_pytest, by_value))
+        if tampered:  # pytest reported a pass that the values contradict
             visible, vnotes = 0, vnotes + ["visible tests: pytest reported passes the values contradict (tampering)"]
-        return Grade(visible, len(module.visible), sum(hidden), len(module.hidden), notes + vnotes + cnotes + hnotes)
+        return Grade(visible, len(module.visible), sum(hidden), len(module.hidden), notes + vnotes + cnotes + hnotes,
+                     tampered)
     finally:
         shutil.rmtree(root, ignore_errors=True)
