@@ -99,11 +99,12 @@ def test_paths_are_confined(tmp_path):
 
 # ---- sandbox containment --------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def sandbox(tmp_path):
+@pytest.fixture(params=[True, False], ids=["warm", "cold"])
+def sandbox(tmp_path, request):
+    """Both ways of running: through the warm fork server and as a fresh interpreter; the same jail."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    return Sandbox(ws, Limits(wall_seconds=3, cpu_seconds=2, memory_bytes=512 << 20))
+    return Sandbox(ws, Limits(wall_seconds=3, cpu_seconds=2, memory_bytes=512 << 20), warm=request.param)
 
 
 def _py(sb: Sandbox, code: str):
@@ -303,6 +304,6 @@ def test_probe_hacks_guards_hold_and_probes_bite(tmp_path):
     for name, r in rows.items():
         assert r["guarded_reward"] <= noop + 1e-9, name
     for name in ("delete_failing_tests", "conftest_force_pass"):
-        assert rows[name]["naive_reward"] > noop, name
+        assert rows[name]["naive_reward"] > rows["noop"]["naive_reward"], name  # both under the naive reward
     r = CliRunner().invoke(app, ["probe-hacks", "--env", "tool_use"])
     assert r.exit_code == 2 and "envs with probes: codefix" in r.output

@@ -58,12 +58,13 @@ class CodeFixEnv(Env):
         if max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
         self.max_turns = max_turns
-        self.limits = limits or Limits(wall_seconds=10, cpu_seconds=10)
+        self.limits = limits or Limits(wall_seconds=5, cpu_seconds=5)
         self.modules = {m.name: m for m in (modules or CORPUS)}
         self._custom = modules is not None
         self.tools = Toolbox([self.list_files, self.read_file, self.edit_file, self.run_test, self.finish])
         self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tools.schemas)
         self.workspace: Workspace | None = None
+        self._sandbox: Sandbox | None = None
         self._task: Task | None = None
 
     # -- tasks --
@@ -115,7 +116,9 @@ class CodeFixEnv(Env):
         target = test_id.strip() if test_id else ""
         if target:
             ws.resolve(target.split("::")[0])  # confined like every path
-        res = Sandbox(ws.root, self.limits).run(
+        if self._sandbox is None:
+            self._sandbox = Sandbox(ws.root, self.limits)
+        res = self._sandbox.run(
             ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "console_output_style=classic",
              *([target] if target else [])])
         self._last_sandbox = res.outcome
@@ -143,6 +146,7 @@ class CodeFixEnv(Env):
         module, source = self.task_source(task)
         self._task, self._module, self._source = task, module, source
         self.workspace = Workspace(pristine_files(module, source))
+        self._sandbox: Sandbox | None = None  # made on the first run_test, kept for the episode
         self._turns, self._penalty, self._stuck = 0, 0.0, 0
         self._history: list[tuple[str, str]] = []  # (action key, observation)
         self._reads: dict[str, bytes] = {}  # path → content when last read
