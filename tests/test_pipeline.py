@@ -27,3 +27,20 @@ def test_run_goes_through_every_stage_and_writes_the_comparison(tmp_path):
     r = CliRunner().invoke(app, args + ["--resume"])
     assert r.exit_code == 0, r.output
     assert (out / "sft" / "summary.json").read_text() == before
+
+
+def test_an_envs_run_defaults_sit_beneath_the_users_settings(tmp_path):
+    from agentic_rl.config import load_config
+    from agentic_rl.envs.codefix import CodeFixEnv
+    from agentic_rl.pipeline import RunConfig, env_run_defaults
+
+    assert env_run_defaults(None, [], None) == {}  # tool_use: the class defaults
+    base = env_run_defaults(None, ["sft.demos=7"], "codefix")
+    assert base == CodeFixEnv.run_defaults
+    cfg = load_config(RunConfig, None, ["sft.demos=7"], base=base, env="codefix")
+    assert cfg.sft.demos == 7 and cfg.sft.epochs == CodeFixEnv.run_defaults["sft"]["epochs"]
+    assert cfg.grpo.steps == CodeFixEnv.run_defaults["grpo"]["steps"] and cfg.env == "codefix"
+    f = tmp_path / "c.yaml"
+    f.write_text("env: codefix\ngrpo:\n  steps: 3\n")
+    cfg = load_config(RunConfig, f, [], base=env_run_defaults(f, [], None))
+    assert cfg.grpo.steps == 3 and cfg.eval_tasks == CodeFixEnv.run_defaults["eval_tasks"]

@@ -50,9 +50,13 @@ def run(ctx: typer.Context,
                                                          "(sft.lr=1e-3, grpo.steps=20)."),
         resume: bool = typer.Option(False, help="Continue the run in --out: finished stages are kept.")) -> None:
     """The whole ladder on the built-in tiny policy: demonstrations → SFT → GRPO → held-out comparison."""
-    from .pipeline import RunConfig, run_pipeline
+    from .pipeline import RunConfig, env_run_defaults, run_pipeline
 
-    _train(run_pipeline, RunConfig, ctx, config, out, resume, env=env)
+    try:
+        base = env_run_defaults(config, ctx.args, env)
+    except (ConfigError, ValueError) as e:
+        _fail(str(e))
+    _train(run_pipeline, RunConfig, ctx, config, out, resume, base=base, env=env)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})

@@ -52,8 +52,8 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None,
-                **explicit: Any) -> C:
-    """Defaults ← YAML file ← explicit CLI options ← key=value overrides."""
+                base: dict[str, Any] | None = None, **explicit: Any) -> C:
+    """Defaults ← `base` (e.g. an env's own defaults) ← YAML file ← explicit CLI options ← key=value overrides."""
     data: dict[str, Any] = {}
     if path is not None:
         try:
@@ -64,6 +64,7 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must hold a mapping of keys to values")
+    data = _merge(base or {}, data)
     data = _merge(data, {k: v for k, v in explicit.items() if v is not None})
     data = _merge(data, parse_overrides(overrides or []))
     return validate(cls, data)

@@ -42,6 +42,15 @@ class RunConfig(Config):
     """The GRPO stage (its env, env_args, seed and starting policy are taken from above and the SFT stage)."""
 
 
+def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | None) -> dict[str, Any]:
+    """The chosen env's own `run_defaults` (its budget), which go beneath the user's file, options and overrides."""
+    from .config import load_config
+    from .envs import ENVS
+
+    name = load_config(RunConfig, path, overrides, env=env).env
+    return ENVS[name].run_defaults if name in ENVS else {}
+
+
 def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t0 = time.time()
     out = Path(out)

@@ -11,9 +11,10 @@ from .policies.tiny import build_tiny
 from .rollout import run_episodes
 
 
-def env_corpus(env_factory, n_tasks: int = 1500, seed: int = 0) -> list[str]:
+def env_corpus(env_factory, n_tasks: int | None = None, seed: int = 0) -> list[str]:
     """Texts the tokenizer learns from: noisy-teacher episodes on train tasks (prompts, calls, observations)."""
     env = env_factory()
+    n_tasks = n_tasks or env.tokenizer_tasks
     trajs = run_episodes(env_factory, env.tasks("train", n_tasks, seed), TeacherPolicy(dict(env.default_noise)),
                          seed=seed)
     texts = [env.reset(env.tasks("train", 1, seed)[0])[0]["content"], "system user assistant tool"]

@@ -80,6 +80,10 @@ class Env(ABC):
 
     mistakes: ClassVar[tuple[str, ...]] = ()
     default_noise: ClassVar[dict[str, float]] = {}
+    # Noisy-teacher episodes the tiny tokenizer is trained on (slow envs use fewer).
+    tokenizer_tasks: ClassVar[int] = 1500
+    # `agentic-rl run` settings this env needs by default (a budget that fits), beneath the user's file and options.
+    run_defaults: ClassVar[dict[str, Any]] = {}
 
     def close(self) -> None:
         """Release what the episode holds (temp dirs, processes). Safe to call twice."""

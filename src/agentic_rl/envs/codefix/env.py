@@ -53,6 +53,15 @@ class CodeFixEnv(Env):
     mistakes: ClassVar[tuple[str, ...]] = ("skip_read", "skip_test", "wrong_fix", "no_finish", "reread")
     default_noise: ClassVar[dict[str, float]] = {"skip_read": 0.2, "skip_test": 0.3, "wrong_fix": 0.15,
                                                  "no_finish": 0.05, "reread": 0.2}
+    tokenizer_tasks: ClassVar[int] = 200
+    # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's.
+    run_defaults: ClassVar[dict[str, Any]] = {
+        "eval_tasks": 40,
+        "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "eval_every": 0,
+                "eval_tasks": 20, "max_new_tokens": 96},
+        "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
+                 "max_new_tokens": 96, "micro_batch_size": 4},
+    }
 
     def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None):
         if max_turns < 1:
