@@ -67,7 +67,7 @@ class CodeFixEnv(Env):
         if max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
         self.max_turns = max_turns
-        self.limits = limits or Limits(wall_seconds=5, cpu_seconds=5)
+        self.limits = limits or Limits(wall_seconds=2, cpu_seconds=2)  # the corpus tests take milliseconds
         self.modules = {m.name: m for m in (modules or CORPUS)}
         self._custom = modules is not None
         self.tools = Toolbox([self.list_files, self.read_file, self.edit_file, self.run_test, self.finish])
@@ -225,7 +225,7 @@ class CodeFixEnv(Env):
         want = STEP_COST * (self._turns > FREE_TURNS) + LOOP_COST * stuck
         take = min(want, MAX_PENALTY - self._penalty)
         self._penalty += take
-        return -take
+        return -take if take else 0.0  # not -0.0
 
     def _finish(self, info: dict[str, Any]) -> StepResult:
         g: Grade = grade(self._module, self._source, self._ws().snapshot(), self.limits)
