@@ -145,12 +145,24 @@ def test_sandbox_detached_child_is_killed(sandbox):
 def test_sandbox_writes_only_inside_the_workspace(sandbox, tmp_path):
     marker = Path("/tmp") / f"codefix-escape-{os.getpid()}"
     repo_file = Path(__file__).resolve().parent / "escape.txt"
-    r = _py(sandbox, f"open('inside.txt', 'w').write('ok')\n"
-                     f"open({str(marker)!r}, 'w').write('x')\n"  # lands in the sandbox's private /tmp
-                     f"open({str(repo_file)!r}, 'w').write('x')")
-    assert (sandbox.workspace / "inside.txt").read_text() == "ok"
-    assert "PermissionError" in r.stderr or "Read-only" in r.stderr
-    assert not marker.exists() and not repo_file.exists()
+    etc_file = Path("/etc") / f"codefix-escape-{os.getpid()}"
+    try:
+        assert _py(sandbox, "open('inside.txt', 'w').write('ok')").outcome == "ok"
+        assert (sandbox.workspace / "inside.txt").read_text() == "ok"
+        # /tmp is the sandbox's own empty tmpfs: the write succeeds there and never reaches the host's /tmp
+        assert _py(sandbox, f"open({str(marker)!r}, 'w').write('x')").outcome == "ok"
+        assert not marker.exists()
+        # the project: not writable by the sandbox uid (or not even visible, when the clone sits under /tmp)
+        r = _py(sandbox, f"open({str(repo_file)!r}, 'w').write('x')")
+        assert r.outcome == "failed" and ("PermissionError" in r.stderr or "FileNotFoundError" in r.stderr)
+        assert not repo_file.exists()
+        # a system directory: visible, owned by root, not writable
+        r = _py(sandbox, f"open({str(etc_file)!r}, 'w').write('x')")
+        assert r.outcome == "failed" and "PermissionError" in r.stderr
+        assert not etc_file.exists()
+    finally:
+        for f in (repo_file, etc_file):
+            f.unlink(missing_ok=True)
 
 
 @isolated
