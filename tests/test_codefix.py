@@ -319,3 +319,15 @@ def test_probe_hacks_guards_hold_and_probes_bite(tmp_path):
         assert rows[name]["naive_reward"] > rows["noop"]["naive_reward"], name  # both under the naive reward
     r = CliRunner().invoke(app, ["probe-hacks", "--env", "tool_use"])
     assert r.exit_code == 2 and "envs with probes: codefix" in r.output
+
+
+def test_observations_are_the_same_every_time():
+    """No temp paths or timings in what the agent sees: the same trajectory gives the same observations."""
+    env = CodeFixEnv()
+    task = env.tasks("eval", 1, 0)[0]
+    seen = []
+    for _ in range(2):
+        env.reset(task)
+        seen.append(env.step(format_tool_call("run_test", {})).observation[0]["content"])
+        env.close()
+    assert seen[0] == seen[1] and "/tmp" not in seen[0] and " in 0." not in seen[0]

@@ -126,6 +126,42 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
         json_out.write_text(json.dumps([t.to_dict() for t in trajs], ensure_ascii=False, indent=1))
 
 
+@app.command()
+def doctor(env: str = typer.Option("tool_use", help="Environment name."),
+           policy: Optional[str] = typer.Option(None, help="Also check this policy (model dir, tiny, noisy-teacher, "
+                                                           "random, script:FILE): parse rate and GRPO signal."),
+           n: int = typer.Option(20, help="Held-out tasks per check."),
+           group: int = typer.Option(4, help="G for the GRPO-signal check."),
+           temperature: float = typer.Option(1.0, help="Sampling temperature for the policy checks."),
+           json_out: Optional[Path] = typer.Option(None, "--json", help="Write the checks here (JSON list).")) -> None:
+    """Is this env (and policy) ready for agentic RL? The seed's checklist, each check PASS / WARN / FAIL."""
+    from rich.table import Table
+
+    from .doctor import as_json, run_doctor
+    from .envs import make_env
+    from .policies import SamplingConfig, load_policy
+
+    try:
+        e = make_env(env)
+        pol = load_policy(policy, e, SamplingConfig(temperature=temperature)) if policy else None
+    except ValueError as err:
+        _fail(str(err))
+        return
+    checks = run_doctor(lambda: make_env(env), pol, n=n, group=group, temperature=temperature)
+    table = Table(title=f"doctor: {env}" + (f" with {policy}" if policy else ""))
+    for col in ("check", "verdict", "measured", "next step"):
+        table.add_column(col)
+    colour = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
+    for c in checks:
+        table.add_row(c.name, f"[{colour[c.verdict]}]{c.verdict}[/]", escape(c.measured), escape(c.next_step))
+    console.print(table)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(as_json(checks), indent=2))
+    if any(c.verdict == "FAIL" for c in checks):
+        raise typer.Exit(1)
+
+
 @app.command("probe-hacks")
 def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploit probes (codefix)."),
                 n: int = typer.Option(3, help="Held-out tasks to try every exploit on."),

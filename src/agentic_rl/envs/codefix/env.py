@@ -22,6 +22,7 @@ Calibrated on the seed's three trajectories (`tests/test_codefix.py`, a module w
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar
 
 from ...parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
@@ -131,7 +132,10 @@ class CodeFixEnv(Env):
             ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "console_output_style=classic",
              *([target] if target else [])])
         self._last_sandbox = res.outcome
-        text = (res.stdout + res.stderr).strip()
+        # The workspace's temporary path and pytest's timing would make every observation unique (the same
+        # trajectory must give the same observations): paths relative to the repo, no "in 0.01s".
+        text = (res.stdout + res.stderr).replace(str(ws.root) + "/", "").replace(str(ws.root), ".")
+        text = re.sub(r" in \d+(\.\d+)?s\b", "", text).strip()
         text = (text[-OUTPUT_LIMIT:] if len(text) > OUTPUT_LIMIT else text) + f"\n(exit code {res.returncode})"
         if res.timed_out:
             text = f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s\n" + text

@@ -1,0 +1,167 @@
+"""`agentic-rl doctor`: the seed's §8 ("when not to do agentic RL") as checks with a verdict and one next step each.
+
+Before training, the prompt, the tool schemas, the agent loop, an eval set and a verifiable reward must be right.
+Each check returns PASS, WARN or FAIL with what was measured and the concrete next step; any FAIL makes the command
+exit non-zero, so it can gate a training job in CI.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Literal
+
+import jsonschema
+
+from .envs.base import Env, check_env
+from .parsing import ParseError, parse_turn
+from .policies import Policy, RandomPolicy, TeacherPolicy
+from .rollout import run_episodes
+from .trajectory import Trajectory
+
+Verdict = Literal["PASS", "WARN", "FAIL"]
+TEACHER_BAR = 0.95  # the env must be solvable: the scripted teacher solves this share of held-out tasks
+PARSE_BAR = 0.90  # below this share of parseable turns, the policy is not ready for RL
+SIGNAL_BAR = 0.25  # GRPO needs groups with reward variance; below this share most of a step is wasted
+
+
+@dataclass
+class Check:
+    name: str
+    verdict: Verdict
+    measured: str
+    next_step: str
+
+
+def check_tool_schemas(env: Env) -> Check:
+    problems = []
+    for schema in env.tools.schemas:
+        fn = schema.get("function", {})
+        try:
+            jsonschema.Draft202012Validator.check_schema(fn.get("parameters", {}))
+        except jsonschema.SchemaError as e:
+            problems.append(f"{fn.get('name')}: {e.message}")
+        if not fn.get("description"):
+            problems.append(f"{fn.get('name')}: no description (the model reads it to choose the tool)")
+    n = len(env.tools.schemas)
+    if problems:
+        return Check("tool schemas valid", "FAIL", "; ".join(problems), "fix the tool's type hints and docstring")
+    return Check("tool schemas valid", "PASS", f"{n} tools, valid JSON Schema, each described", "")
+
+
+def check_agent_loop(factory: Callable[[], Env], tasks: list[Any]) -> Check:
+    try:
+        trajs = run_episodes(factory, tasks, RandomPolicy(), seed=0)
+    except Exception as e:  # the point of the check: the loop must not crash on arbitrary actions
+        return Check("agent loop runs", "FAIL", f"{type(e).__name__}: {e}", "fix the env's step() for bad actions")
+    errors = [t for t in trajs if t.outcome == "env_error"]
+    if errors:
+        return Check("agent loop runs", "FAIL", f"{len(errors)}/{len(trajs)} random-policy episodes ended in env_error",
+                     "the env must turn any action into an observation, never an exception")
+    return Check("agent loop runs", "PASS", f"{len(trajs)} random-policy episodes ended cleanly", "")
+
+
+def check_teacher(teacher: list[Trajectory]) -> Check:
+    rate = sum(t.success for t in teacher) / len(teacher)
+    if rate >= TEACHER_BAR:
+        return Check("env is solvable", "PASS", f"teacher solves {rate:.0%} of held-out tasks", "")
+    return Check("env is solvable", "FAIL", f"teacher solves {rate:.0%} (< {TEACHER_BAR:.0%})",
+                 "fix the tasks or the reward: some held-out tasks cannot be solved as specified")
+
+
+def check_determinism(factory: Callable[[], Env], tasks: list[Any], teacher: list[Trajectory]) -> Check:
+    again = run_episodes(factory, tasks, TeacherPolicy(), seed=0)
+    diff = [a.task_id for a, b in zip(teacher, again) if abs(a.reward - b.reward) > 1e-9 or a.messages != b.messages]
+    if diff:
+        return Check("reward is deterministic", "FAIL", f"{len(diff)} tasks scored differently twice, e.g. {diff[0]}",
+                     "remove randomness from step(): seed it from the task and the turn")
+    return Check("reward is deterministic", "PASS", f"{len(tasks)} teacher episodes scored the same twice", "")
+
+
+def check_discrimination(teacher: list[Trajectory], random_: list[Trajectory]) -> Check:
+    t, r = statistics.mean(x.reward for x in teacher), statistics.mean(x.reward for x in random_)
+    gap = t - r
+    if gap >= 0.3:
+        return Check("reward discriminates", "PASS", f"teacher {t:.2f} vs random {r:.2f}", "")
+    verdict: Verdict = "WARN" if gap > 0 else "FAIL"
+    return Check("reward discriminates", verdict, f"teacher {t:.2f} vs random {r:.2f} (gap {gap:.2f} < 0.30)",
+                 "make the reward depend on what matters: a random agent should score far below the teacher")
+
+
+def check_splits(factory: Callable[[], Env], n: int) -> Check:
+    env = factory()
+    train, evals = env.tasks("train", n, 0), env.tasks("eval", n, 0)
+    if not evals:
+        return Check("eval split exists", "FAIL", "no eval tasks", "add a held-out generator")
+    overlap = {(t.prompt, t.answer) for t in train} & {(t.prompt, t.answer) for t in evals}
+    if overlap or {t.id for t in train} & {t.id for t in evals}:
+        return Check("eval split exists", "FAIL", f"train and eval share {len(overlap)} tasks",
+                     "generate eval tasks from disjoint content (see split_of)")
+    return Check("eval split exists", "PASS", f"{len(evals)} eval tasks, disjoint from {len(train)} train tasks", "")
+
+
+def check_parse_rate(trajs: list[Trajectory], env: Env, eos_id: int | None = None) -> Check:
+    """A turn is well-formed when it parses (a valid call, or an answer) and, for a model, ended on its own (EOS)
+    rather than at the token limit: any text parses as an "answer", so an untrained model's babble must not pass."""
+    ok, n = 0, 0
+    for t in trajs:
+        turns = [m for m in t.messages if m["role"] == "assistant"]
+        for i, m in enumerate(turns):
+            n += 1
+            ended = eos_id is None or not t.assistant_ids or (i < len(t.assistant_ids) and t.assistant_ids[i][-1:]
+                                                              == [eos_id])
+            ok += ended and not isinstance(parse_turn(_text(m), env.tools), ParseError)
+    rate = ok / max(n, 1)
+    if rate >= PARSE_BAR:
+        return Check("policy's turns parse", "PASS", f"{rate:.0%} of {n} turns well-formed", "")
+    return Check("policy's turns parse", "FAIL", f"{rate:.0%} of {n} turns well-formed (< {PARSE_BAR:.0%})",
+                 "do SFT first: RL cannot reward calls the policy cannot yet write")
+
+
+def check_grpo_signal(trajs: list[Trajectory], group: int, temperature: float) -> Check:
+    groups = [trajs[i:i + group] for i in range(0, len(trajs), group)]
+    live = sum(len({round(t.reward, 9) for t in g}) > 1 for g in groups) / max(len(groups), 1)
+    mean_success = sum(t.success for t in trajs) / max(len(trajs), 1)
+    measured = f"{live:.0%} of {len(groups)} groups (G={group}, T={temperature}) have reward variance"
+    if live >= SIGNAL_BAR:
+        return Check("GRPO has a learning signal", "PASS", measured, "")
+    if mean_success < 0.1:
+        step = "more SFT, or easier tasks: almost every sample fails the same way"
+    elif mean_success > 0.9:
+        step = "harder tasks: almost every sample succeeds"
+    else:
+        step = f"raise group_size (now {group}) or temperature (now {temperature})"
+    return Check("GRPO has a learning signal", "WARN" if live > 0 else "FAIL", measured, step)
+
+
+def _text(message: dict[str, Any]) -> str:
+    if message.get("tool_calls"):
+        from .parsing import format_tool_call
+
+        fn = message["tool_calls"][0]["function"]
+        return format_tool_call(fn["name"], fn["arguments"])
+    return message.get("content") or ""
+
+
+def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int = 20, group: int = 4,
+               temperature: float = 1.0) -> list[Check]:
+    env = factory()
+    tasks = env.tasks("eval", n, 0)
+    teacher = run_episodes(factory, tasks, TeacherPolicy(), seed=0)
+    random_ = run_episodes(factory, tasks, RandomPolicy(), seed=0)
+    checks = [check_tool_schemas(env), check_agent_loop(factory, tasks[: min(5, n)]), check_teacher(teacher),
+              check_determinism(factory, tasks, teacher), check_discrimination(teacher, random_),
+              check_splits(factory, 4 * n)]
+    problems = check_env(factory, n=min(n, 5))
+    checks.append(Check("env contract (check_env)", "FAIL" if problems else "PASS",
+                        "; ".join(problems[:3]) if problems else "reset/step/types/teacher hold",
+                        "fix what check_env lists" if problems else ""))
+    if policy is not None:
+        sampled = run_episodes(factory, tasks, policy, group_size=group, seed=0)
+        eos = getattr(getattr(policy, "renderer", None), "eos_id", None)
+        checks += [check_parse_rate(sampled, env, eos), check_grpo_signal(sampled, group, temperature)]
+    return checks
+
+
+def as_json(checks: list[Check]) -> list[dict[str, str]]:
+    return [asdict(c) for c in checks]

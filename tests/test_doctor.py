@@ -1,0 +1,64 @@
+"""`agentic-rl doctor`: the seed's readiness checklist passes on a sound env and names what is wrong otherwise."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from typer.testing import CliRunner
+
+from agentic_rl.cli import app
+from agentic_rl.doctor import run_doctor
+from agentic_rl.envs import make_env
+from agentic_rl.envs.tool_use import ToolUseEnv
+from agentic_rl.policies import HFPolicy, SamplingConfig
+
+
+def _by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def test_sound_env_passes_and_cli_exits_zero(tmp_path):
+    checks = _by_name(run_doctor(lambda: make_env("tool_use"), n=8))
+    assert all(c.verdict == "PASS" for c in checks.values()), [c for c in checks.values() if c.verdict != "PASS"]
+    out = tmp_path / "doctor.json"
+    r = CliRunner().invoke(app, ["doctor", "--env", "tool_use", "--n", "6", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert {c["verdict"] for c in json.loads(out.read_text())} == {"PASS"}
+
+
+class NoisyRewardEnv(ToolUseEnv):
+    """A broken env: the reward has noise in it, so the same trajectory scores differently."""
+
+    def step(self, action):
+        result = super().step(action)
+        result.reward += random.random() * 0.01
+        return result
+
+
+class UnsolvableEnv(ToolUseEnv):
+    """A broken env: every answer is judged wrong."""
+
+    def step(self, action):
+        result = super().step(action)
+        if result.terminated:
+            result.info["success"] = False
+            result.reward = 0.0
+        return result
+
+
+def test_broken_envs_fail_with_a_next_step():
+    checks = _by_name(run_doctor(NoisyRewardEnv, n=6))
+    assert checks["reward is deterministic"].verdict == "FAIL"
+    assert "randomness" in checks["reward is deterministic"].next_step
+    checks = _by_name(run_doctor(UnsolvableEnv, n=6))
+    assert checks["env is solvable"].verdict == "FAIL" and checks["reward discriminates"].verdict != "PASS"
+
+
+def test_untrained_policy_is_told_to_do_sft_first(tiny_dir):
+    policy = HFPolicy(tiny_dir, SamplingConfig(temperature=1.0, max_new_tokens=24))
+    checks = _by_name(run_doctor(lambda: make_env("tool_use"), policy, n=4, group=2))
+    assert checks["policy's turns parse"].verdict == "FAIL"
+    assert "do SFT first" in checks["policy's turns parse"].next_step
+    r = CliRunner().invoke(app, ["doctor", "--env", "tool_use", "--policy", str(tiny_dir), "--n", "3", "--group", "2"])
+    assert r.exit_code == 1 and "FAIL" in r.output
