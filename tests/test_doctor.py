@@ -62,3 +62,19 @@ def test_untrained_policy_is_told_to_do_sft_first(tiny_dir):
     assert "do SFT first" in checks["policy's turns parse"].next_step
     r = CliRunner().invoke(app, ["doctor", "--env", "tool_use", "--policy", str(tiny_dir), "--n", "3", "--group", "2"])
     assert r.exit_code == 1 and "FAIL" in r.output
+
+
+def test_variance_from_shaping_alone_is_not_a_learning_signal():
+    from agentic_rl.doctor import check_grpo_signal
+    from agentic_rl.trajectory import Trajectory
+
+    def traj(reward, success):
+        return Trajectory("tool_use", "t", "calc", 0, [], [reward], reward, "ok", success)
+
+    no_success = [traj(-0.1, False), traj(0.0, False)] * 4  # every group varies, by call costs only
+    c = check_grpo_signal(no_success, group=2, temperature=1.0)
+    assert c.verdict == "WARN" and "more SFT" in c.next_step
+    mixed = [traj(1.0, True), traj(0.0, False)] * 4
+    assert check_grpo_signal(mixed, group=2, temperature=1.0).verdict == "PASS"
+    flat = [traj(0.0, False)] * 8
+    assert check_grpo_signal(flat, group=2, temperature=1.0).verdict == "FAIL"

@@ -123,8 +123,12 @@ def check_grpo_signal(trajs: list[Trajectory], group: int, temperature: float) -
     live = sum(len({round(t.reward, 9) for t in g}) > 1 for g in groups) / max(len(groups), 1)
     mean_success = sum(t.success for t in trajs) / max(len(trajs), 1)
     measured = f"{live:.0%} of {len(groups)} groups (G={group}, T={temperature}) have reward variance"
+    if live >= SIGNAL_BAR and mean_success == 0:
+        # the variance is all shaping (call costs, penalties): GRPO would only learn to do less
+        return Check("GRPO has a learning signal", "WARN", measured + ", but no sample succeeds",
+                     "more SFT first: rewards differ only by shaping costs, so GRPO would learn to act less")
     if live >= SIGNAL_BAR:
-        return Check("GRPO has a learning signal", "PASS", measured, "")
+        return Check("GRPO has a learning signal", "PASS", measured + f"; success {mean_success:.0%}", "")
     if mean_success < 0.1:
         step = "more SFT, or easier tasks: almost every sample fails the same way"
     elif mean_success > 0.9:
