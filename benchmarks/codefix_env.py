@@ -22,7 +22,6 @@ from pathlib import Path
 from agentic_rl.envs.codefix.env import CodeFixEnv
 from agentic_rl.envs.codefix.grading import grade
 from agentic_rl.envs.codefix.sandbox import Sandbox, isolation_available
-from agentic_rl.parsing import format_tool_call
 
 
 def _ms(f) -> float:

@@ -13,11 +13,12 @@ import pytest
 
 from agentic_rl.envs import check_env, make_env
 from agentic_rl.envs.base import Task
-from agentic_rl.envs.codefix.corpus import CORPUS, Module, visible_test_file
+from agentic_rl.envs.codefix.corpus import CORPUS, Module
 from agentic_rl.envs.codefix.env import CodeFixEnv
 from agentic_rl.envs.codefix.grading import grade, pristine_files
 from agentic_rl.envs.codefix.mutate import OPERATORS, mutants
-from agentic_rl.envs.codefix.sandbox import Limits, Sandbox, isolation_available, live_processes
+from agentic_rl.envs.codefix.jail import live_processes
+from agentic_rl.envs.codefix.sandbox import Limits, Sandbox, isolation_available
 from agentic_rl.envs.codefix.tasks import make_tasks, module_split, valid_mutants
 from agentic_rl.envs.codefix.workspace import Workspace
 from agentic_rl.parsing import format_tool_call

@@ -177,30 +177,26 @@ class CodeFixEnv(Env):
         if isinstance(parsed, FinalAnswer) or (isinstance(parsed, ToolCall) and parsed.name == "finish"):
             return self._finish(info)
         if isinstance(parsed, ParseError):
-            obs_text, key = f"error: {parsed.message}", f"parse:{action}"
+            call, before, key = None, None, f"parse:{action}"
+            obs = {"role": "tool", "content": f"error: {parsed.message}"}
             info["parse_error"] = parsed.kind
         else:
+            call, key = parsed, f"{parsed.name}:{json.dumps(parsed.arguments, sort_keys=True)}"
             self._last_sandbox = "ok"
             before = self._file_state(parsed)
-            obs_text = self.tools.call(parsed.name, parsed.arguments).content
-            key = f"{parsed.name}:{json.dumps(parsed.arguments, sort_keys=True)}"
+            obs = {"role": "tool", "name": parsed.name,
+                   "content": self.tools.call(parsed.name, parsed.arguments).content}
             info["tool"] = parsed.name
             if parsed.name == "run_test" and self._last_sandbox != "ok":
                 self._sandbox_events.append(self._last_sandbox)
                 info["sandbox"] = self._last_sandbox
-            stuck = self._is_stuck(key, obs_text, parsed, before)
-            info["stuck"] = stuck
-        if isinstance(parsed, ParseError):
-            stuck = self._is_stuck(key, obs_text, None, None)
-            info["stuck"] = stuck
+        info["stuck"] = stuck = self._is_stuck(key, obs["content"], call, before)
         reward = self._penalise(stuck)
-        obs = [{"role": "tool", "content": obs_text} if isinstance(parsed, ParseError) else
-               {"role": "tool", "name": parsed.name, "content": obs_text}]
         if self._turns >= self.max_turns:
             info.update(success=False, no_answer=True)
             return self._end(reward, [], info, terminated=False)
         self._total += reward
-        return StepResult(obs, reward, False, False, info)
+        return StepResult([obs], reward, False, False, info)
 
     def _file_state(self, call: ToolCall) -> bytes | None:
         """For read_file: the file's current bytes (to tell a re-read of an unchanged file)."""

@@ -190,8 +190,8 @@ def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Li
         notes = grading_copy(module, source, agent_files, root)
         sandbox = Sandbox(root, limits or Limits(wall_seconds=20, cpu_seconds=20))
         by_pytest, vnotes = run_visible(module, sandbox)
-        by_value, cnotes = run_values(module, module.visible, sandbox)
-        hidden, hnotes = run_values(module, module.hidden, sandbox)
+        values, cnotes = run_values(module, module.visible + module.hidden, sandbox)  # one child for both
+        by_value, hidden, hnotes = values[:len(module.visible)], values[len(module.visible):], []
         visible = sum(p and v for p, v in zip(by_pytest, by_value))
         tampered = any(p and not v for p, v in zip(by_pytest, by_value))
         if tampered:  # pytest reported a pass that the values contradict

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 OPERATORS = ("operator_swap", "comparison_flip", "boolean_swap", "off_by_one", "wrong_constant", "swapped_arguments",
              "dropped_negation", "wrong_variable", "removed_statement")
@@ -75,7 +75,6 @@ def _sites(tree: ast.Module, src_lines: list[str]) -> Iterator[tuple[str, _Edit]
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
-    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
 
     def enclosing_function(node: ast.AST) -> ast.AST | None:
         while node in parents:
@@ -134,7 +133,6 @@ def _sites(tree: ast.Module, src_lines: list[str]) -> Iterator[tuple[str, _Edit]
             if isinstance(body, list) and node in body and len(body) >= 2 and (pos := _offsets_on_line(src_lines, node)):
                 line, col, end = pos
                 yield "removed_statement", _Edit(line, col, end, "pass")
-    del funcs
 
 
 def mutants(source: str) -> list[Mutant]:
@@ -163,12 +161,3 @@ def mutants(source: str) -> list[Mutant]:
         out.append(Mutant(op, site, e.line, old_line, new_line, new_source))
     return out
 
-
-def by_operator(ms: list[Mutant]) -> dict[str, list[Mutant]]:
-    groups: dict[str, list[Mutant]] = {}
-    for m in ms:
-        groups.setdefault(m.operator, []).append(m)
-    return groups
-
-
-Filter = Callable[[Mutant], bool]

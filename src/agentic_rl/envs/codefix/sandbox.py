@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import jail
-from .jail import live_processes  # noqa: F401  (re-exported for tests)
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # .../agentic_rl: hidden inside the sandbox
 
