@@ -332,3 +332,21 @@ def test_observations_are_the_same_every_time():
         seen.append(env.step(format_tool_call("run_test", {})).observation[0]["content"])
         env.close()
     assert seen[0] == seen[1] and "/tmp" not in seen[0] and " in 0." not in seen[0]
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_run_test_sees_an_edit_made_within_the_same_second(warm):
+    """A same-size edit right after a test run (same mtime second) must be what the next run tests: a cached .pyc
+    would pass as fresh and show the old code's failures."""
+    env = CodeFixEnv(modules=[CLASSIFY])
+    task = next(t for t in env.tasks("eval", len(valid_mutants(CLASSIFY)), 0)
+                if len(t.get("buggy_line")) == len(t.get("fixed_line")))
+    env.reset(task)
+    call = format_tool_call
+    first = env.step(call("run_test", {})).observation[0]["content"]
+    env._sandbox.warm = warm
+    env.step(call("edit_file", {"path": "classify.py", "old": task.get("buggy_line"), "new": task.get("fixed_line")}))
+    second = env.step(call("run_test", {})).observation[0]["content"]
+    env.close()
+    assert "failed" in first and "failed" not in second and "(exit code 0)" in second
+

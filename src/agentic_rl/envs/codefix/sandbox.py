@@ -127,7 +127,9 @@ class Sandbox:
         if self.warm and argv[:2] == ["python", "-c"] and len(argv) == 3:
             return self._run_warm({"kind": "code", "code": argv[2]}, stdin)
         if argv and argv[0] == "python":
-            argv = [sys.executable, "-I", *argv[1:]]
+            # -I ignores PYTHONDONTWRITEBYTECODE, so -B: a .pyc written in the same second as an edit of the same
+            # size would be taken as fresh, and the next run would test the code from before the edit.
+            argv = [sys.executable, "-I", "-B", *argv[1:]]
         t0 = time.monotonic()
         # Output goes to files, not pipes: a detached grandchild holding a pipe open cannot stall us, and a chatty
         # child cannot block on a full pipe. RLIMIT_FSIZE caps them.
