@@ -18,10 +18,11 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,9 @@ for expr in request["cases"]:
 sys.stdout.write(marker + json.dumps({"results": results}) + "\\n")
 sys.stdout.flush()
 '''
+
+
+SECONDS_PER_CASE = 0.5  # each value check's own time limit (the corpus functions take microseconds)
 
 
 @dataclass
@@ -159,7 +163,7 @@ def run_visible(module: Module, sandbox: Sandbox, junit_name: str = ".grade-juni
     return passed, []
 
 
-def run_values(module: Module, cases: tuple, sandbox: Sandbox, seconds_per_case: float = 1.0
+def run_values(module: Module, cases: tuple, sandbox: Sandbox, seconds_per_case: float = 0.5
                ) -> tuple[list[bool], list[str]]:
     """Evaluate (expression, expected) cases out of pytest; values compared here. (passed per case, notes)."""
     marker = MARKER
@@ -190,7 +194,13 @@ def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Li
         notes = grading_copy(module, source, agent_files, root)
         sandbox = Sandbox(root, limits or Limits(wall_seconds=20, cpu_seconds=20))
         by_pytest, vnotes = run_visible(module, sandbox)
-        values, cnotes = run_values(module, module.visible + module.hidden, sandbox)  # one child for both
+        cases = module.visible + module.hidden
+        # One child for all cases, with a budget that fits every case's own alarm: a case that loops forever must
+        # fail alone, not take the cases after it down with the whole child (and make a no-op score 0).
+        budget = len(cases) * SECONDS_PER_CASE + 2
+        sandbox.limits = replace(sandbox.limits, wall_seconds=max(sandbox.limits.wall_seconds, budget),
+                                             cpu_seconds=max(sandbox.limits.cpu_seconds, math.ceil(budget)))
+        values, cnotes = run_values(module, cases, sandbox, SECONDS_PER_CASE)
         by_value, hidden, hnotes = values[:len(module.visible)], values[len(module.visible):], []
         visible = sum(p and v for p, v in zip(by_pytest, by_value))
         tampered = any(p and not v for p, v in zip(by_pytest, by_value))
