@@ -350,3 +350,41 @@ def test_run_test_sees_an_edit_made_within_the_same_second(warm):
     env.close()
     assert "failed" in first and "failed" not in second and "(exit code 0)" in second
 
+
+def test_teacher_retries_transient_faults():
+    env = lambda: CodeFixEnv(fault_rate=0.5)  # noqa: E731
+    from agentic_rl.policies import TeacherPolicy
+    from agentic_rl.rollout import run_episodes
+
+    trajs = run_episodes(env, env().tasks("eval", 4, 0), TeacherPolicy(), seed=0)
+    assert all(t.success for t in trajs) and sum(t.info["faults"] for t in trajs) >= 4
+    assert all(not turn.get("stuck") for t in trajs for turn in t.info["turn_info"])
+
+
+
+def test_a_timed_out_test_run_shows_no_partial_output():
+    """How far the tests get before the time limit depends on the machine's load: the observation must not."""
+    env = CodeFixEnv(limits=Limits(wall_seconds=1, cpu_seconds=5))
+    task = env.tasks("eval", 1, 0)[0]
+    env.reset(task)
+    test_file = env.workspace.root / f"test_{task.get('module')}.py"
+    test_file.write_text(test_file.read_text() + "\n\ndef test_zz_loops():\n    while True:\n        pass\n")
+    obs = env.step(format_tool_call("run_test", {})).observation[0]["content"]
+    env.close()
+    assert obs == ("timeout: the tests did not finish in 1 s (an infinite loop or very slow code?); "
+                   "run one test id to see which")
+
+
+def test_a_looping_case_fails_alone_in_grading():
+    """One value check that never returns must cost only itself, not every case after it."""
+    looping = Module("slowsum", '''
+def total(xs):
+    """The sum of xs; loops forever on an empty list (the injected kind of bug a mutant can make)."""
+    while not xs:
+        pass
+    return sum(xs)
+''', (("total([1])", 1), ("total([1, 2])", 3), ("total([])", 0), ("total([5])", 5), ("total([2, 2])", 4)),
+        (("total([])", 0), ("total([3])", 3), ("total([4, 4])", 8)))
+    files = {k: v.encode() for k, v in pristine_files(looping, looping.source).items()}
+    g = grade(looping, looping.source, files, Limits(wall_seconds=2, cpu_seconds=2))
+    assert g.hidden_passed == 2 and g.reward == 2 / 3  # (visible tests run in one pytest, which the loop stops)

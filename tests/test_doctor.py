@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from typer.testing import CliRunner
 
 from agentic_rl.cli import app
 from agentic_rl.doctor import run_doctor
 from agentic_rl.envs import make_env
+from agentic_rl.envs.codefix.sandbox import isolation_available
 from agentic_rl.envs.tool_use import ToolUseEnv
 from agentic_rl.policies import HFPolicy, SamplingConfig
 
@@ -78,3 +80,15 @@ def test_variance_from_shaping_alone_is_not_a_learning_signal():
     assert check_grpo_signal(mixed, group=2, temperature=1.0).verdict == "PASS"
     flat = [traj(0.0, False)] * 8
     assert check_grpo_signal(flat, group=2, temperature=1.0).verdict == "FAIL"
+
+
+@pytest.mark.skipif(not isolation_available(), reason="the probes run exploit code: only in the full sandbox")
+def test_exploit_probes_are_a_check_where_the_env_has_them():
+    from agentic_rl.doctor import check_exploits
+    from agentic_rl.envs.codefix.env import CodeFixEnv
+
+    assert check_exploits(make_env("tool_use"), make_env("tool_use").tasks("eval", 2, 0)) is None
+    env = CodeFixEnv()
+    task = next(t for t in env.tasks("eval", 6, 0) if t.get("module") == "truncate")  # a mutant that halts
+    check = check_exploits(env, [task])
+    assert check.verdict == "PASS" and "exploit probes ≤ no-op" in check.measured

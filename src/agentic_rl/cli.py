@@ -126,6 +126,88 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
         json_out.write_text(json.dumps([t.to_dict() for t in trajs], ensure_ascii=False, indent=1))
 
 
+@app.command("eval")
+def eval_(env: str = typer.Option("tool_use", help="Environment name."),
+          policy: Optional[str] = typer.Option(None, help="Model directory, teacher, noisy-teacher, random or "
+                                                          "script:FILE."),
+          n: int = typer.Option(100, help="Held-out tasks."),
+          k: int = typer.Option(3, help="Attempts per task (pass@k, pass^k)."),
+          seed: int = typer.Option(0, help="Seed for tasks and sampling."),
+          temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
+          tokenizer: Optional[Path] = typer.Option(None, help="Count tokens of a non-model policy with this "
+                                                              "model directory's tokenizer and chat template."),
+          robustness: bool = typer.Option(True, help="Also run the fault and prompt-perturbation conditions."),
+          baseline: Optional[Path] = typer.Option(None, help="Compare with this earlier eval JSON; exit 1 if worse."),
+          compare: Optional[tuple[Path, Path]] = typer.Option(None, help="Only compare two eval JSON files "
+                                                                         "(A = baseline, B = candidate)."),
+          json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here (JSON).")) -> None:
+    """Evaluate a policy on the held-out split in six families: final answer, tool calling, trajectory,
+    robustness, cost, regression. With --compare A B: list B's regressions against A, exit 1 if any."""
+    from . import evaluation as ev
+
+    try:
+        if compare:
+            worse = ev.compare(ev.load_result(compare[0]), ev.load_result(compare[1]))
+            _print_regressions(worse, compare[0], compare[1])
+            raise typer.Exit(1 if worse else 0)
+        if policy is None:
+            raise ValueError("give --policy (model directory, teacher, noisy-teacher, random, script:FILE) "
+                             "or --compare A.json B.json")
+        result = _run_eval(env, policy, n, k, seed, temperature, tokenizer, robustness)
+        if baseline:
+            result["regression"] = {"baseline": str(baseline),
+                                    "worse": ev.compare(ev.load_result(baseline), result)}
+    except ValueError as err:
+        _fail(str(err))
+        return
+    console.print(ev.summary_table(result))
+    if json_out:
+        from .checkpoint import atomic_write_json
+
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(json_out, result)
+    if result["regression"]["worse"]:
+        _print_regressions(result["regression"]["worse"], baseline, "this run")
+        raise typer.Exit(1)
+
+
+def _run_eval(env: str, policy: str, n: int, k: int, seed: int, temperature: float, tokenizer: Optional[Path],
+              robustness: bool) -> dict[str, Any]:
+    from . import evaluation as ev
+    from .envs import make_env
+    from .policies import HFPolicy, SamplingConfig, load_policy
+    from .render import Renderer
+
+    e = make_env(env)
+    pol = load_policy(policy, e, SamplingConfig(temperature=temperature))
+    renderer = None
+    if tokenizer is not None:
+        from transformers import AutoTokenizer
+
+        if not tokenizer.is_dir():
+            raise ValueError(f"--tokenizer must be a model directory with a tokenizer, got {tokenizer}")
+        renderer = Renderer(AutoTokenizer.from_pretrained(str(tokenizer)))
+    elif isinstance(pol, HFPolicy):
+        renderer = pol.renderer
+    tasks = e.tasks("eval", n, seed)
+    with console.status("evaluating") as status:
+        result, _ = ev.evaluate(lambda **kw: make_env(env, **kw), pol, tasks, k=k, seed=seed, renderer=renderer,
+                                robustness=robustness, progress=lambda msg: status.update(f"evaluating: {msg}"))
+    result["policy"] = policy
+    return result
+
+
+def _print_regressions(worse: list[dict[str, Any]], a: Any, b: Any) -> None:
+    if not worse:
+        console.print(f"[green]no regressions[/]: {b} is not worse than {a} beyond its 95% intervals")
+        return
+    console.print(f"[red]{len(worse)} regression(s)[/] of {b} against {a}:")
+    for w in worse:
+        lo, hi = w["baseline_ci95"]
+        console.print(f"  {w['family']}.{w['metric']}: {w['candidate']:.3f} vs {w['baseline']:.3f} "
+                      f"[{lo:.3f}, {hi:.3f}] ({w['better']} is better)")
+
+
 @app.command()
 def doctor(env: str = typer.Option("tool_use", help="Environment name."),
            policy: Optional[str] = typer.Option(None, help="Also check this policy (model dir, tiny, noisy-teacher, "
@@ -171,14 +253,18 @@ def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploi
     """Try every known reward hack with a scripted agent: naive reward (the agent's own test run) vs guarded reward."""
     from rich.table import Table
 
-    from .envs import make_env
+    from .envs import ENVS, Env, make_env
 
-    if env != "codefix":
-        _fail(f"no exploit probes for env {env!r}; envs with probes: codefix")
-    from .envs.codefix.exploits import probe_hacks as run_probes
-
-    e = make_env(env)
-    rows = run_probes(e, e.tasks("eval", n, seed))
+    try:
+        e = make_env(env)
+    except ValueError as err:
+        _fail(str(err))
+        return
+    rows = e.probe_hacks(e.tasks("eval", n, seed))
+    if rows is None:
+        with_probes = [name for name, cls in ENVS.items() if cls.probe_hacks is not Env.probe_hacks]
+        _fail(f"no exploit probes for env {env!r}; envs with probes: {', '.join(with_probes)}")
+        return
     table = Table(title=f"reward hacks on {n} held-out {env} tasks")
     for col in ("exploit", "naive reward", "guarded reward", "no-op reward", "guard holds"):
         table.add_column(col)

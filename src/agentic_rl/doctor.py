@@ -88,6 +88,22 @@ def check_discrimination(teacher: list[Trajectory], random_: list[Trajectory]) -
                  "make the reward depend on what matters: a random agent should score far below the teacher")
 
 
+def check_exploits(env: Env, tasks: list[Any]) -> Check | None:
+    """The env's known reward hacks, scripted, must earn no more than doing nothing (None: the env has no probes)."""
+    rows = env.probe_hacks(tasks)
+    if rows is None:
+        return None
+    noop = next(r["guarded_reward"] for r in rows if r["exploit"] == "noop")
+    paying = [r for r in rows if r["guarded_reward"] > r["noop_reward"] + 1e-9]
+    if paying:
+        names = ", ".join(f"{r['exploit']} {r['guarded_reward']:.2f}" for r in paying)
+        return Check("exploits do not pay", "FAIL", f"above the no-op's {noop:.2f}: {names}",
+                     "guard the reward against these (see `agentic-rl probe-hacks`) before training on it")
+    best = max((r for r in rows if r["exploit"] != "noop"), key=lambda r: r["guarded_reward"])
+    return Check("exploits do not pay", "PASS", f"{len(rows) - 1} exploit probes ≤ no-op {noop:.2f} (best: "
+                 f"{best['exploit']} {best['guarded_reward']:.2f})", "")
+
+
 def check_splits(factory: Callable[[], Env], n: int) -> Check:
     env = factory()
     train, evals = env.tasks("train", n, 0), env.tasks("eval", n, 0)
@@ -156,6 +172,9 @@ def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int 
     checks = [check_tool_schemas(env), check_agent_loop(factory, tasks[: min(5, n)]), check_teacher(teacher),
               check_determinism(factory, tasks, teacher), check_discrimination(teacher, random_),
               check_splits(factory, 4 * n)]
+    exploits = check_exploits(env, tasks[: min(n, 3)])
+    if exploits is not None:
+        checks.append(exploits)
     problems = check_env(factory, n=min(n, 5))
     checks.append(Check("env contract (check_env)", "FAIL" if problems else "PASS",
                         "; ".join(problems[:3]) if problems else "reset/step/types/teacher hold",

@@ -17,6 +17,10 @@ from .parsing import ToolCall, parse_turn
 from .policies.base import Policy
 from .trajectory import Trajectory, assistant_message
 
+# Per-turn facts an env may report in `StepResult.info`, kept for evaluation: how the turn parsed, which tool it
+# called, whether that call met an injected fault, and whether the env's stuck detector fired.
+TURN_KEYS = ("parsed", "tool", "fault", "stuck", "parse_error")
+
 
 def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: Policy, group_size: int = 1,
                  seed: int = 0, episode_timeout_s: float | None = None) -> list[Trajectory]:
@@ -28,6 +32,7 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
     envs = [env_factory() for _ in ep_tasks]
     convs: list[list[Message]] = [env.reset(t) for env, t in zip(envs, ep_tasks)]
     rewards: list[list[float]] = [[] for _ in ep_tasks]
+    turn_info: list[list[dict[str, Any]]] = [[] for _ in ep_tasks]  # what the env said of each turn (for eval)
     results: list[Trajectory | None] = [None] * len(ep_tasks)
     started = [time.monotonic()] * len(ep_tasks)
     session = policy.start(envs[0], ep_tasks, samples, seed)
@@ -50,6 +55,7 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
                     rewards[i].append(res.reward)
                     convs[i].extend(res.observation)
                     info = res.info
+                    turn_info[i].append({k: v for k, v in info.items() if k in TURN_KEYS})
                     if res.terminated or res.truncated:
                         outcome = "ok" if res.terminated else "truncated"
                     elif turn.finish == "length":  # the policy hit a token limit: the episode cannot go on
@@ -60,8 +66,8 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
                 if outcome is None:
                     still.append(i)
                     continue
-                results[i] = _trajectory(env, ep_tasks[i], samples[i], convs[i], rewards[i], outcome, info,
-                                         session.finish(i, convs[i]))
+                results[i] = _trajectory(env, ep_tasks[i], samples[i], convs[i], rewards[i], outcome,
+                                         {**info, "turn_info": turn_info[i]}, session.finish(i, convs[i]))
             running = still
     finally:
         for env in envs:

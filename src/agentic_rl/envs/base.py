@@ -5,12 +5,25 @@ from __future__ import annotations
 import hashlib
 import random
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from ..tools import Toolbox
 
 Split = Literal["train", "eval"]
+# The observation of an injected transient tool fault; the right move is to call again. Envs that take a
+# `fault_rate` decide faults by a hash of (task id, call index), so a trajectory always meets the same faults.
+FAULT_TEXT = "error: service unavailable, try again"
+MAX_FAULTS = 2  # faults per episode at most, so retrying always gets through
+
+
+def injects_fault(task_id: str, call_index: int, faults_so_far: int, rate: float) -> bool:
+    """Whether this call meets a transient fault (deterministic for the task and call index)."""
+    return faults_so_far < MAX_FAULTS and stable_hash("fault", task_id, call_index) % 10_000 < rate * 10_000
+
+
+# Prompt perturbations for robustness evaluation (see Env.perturb).
+PERTURBATIONS: tuple[str, ...] = ("rephrase", "casing", "whitespace", "language")
 Message = dict[str, Any]
 
 
@@ -84,6 +97,49 @@ class Env(ABC):
     tokenizer_tasks: ClassVar[int] = 1500
     # `agentic-rl run` settings this env needs by default (a budget that fits), beneath the user's file and options.
     run_defaults: ClassVar[dict[str, Any]] = {}
+
+    # Whether Task.reference is this env's solution in tool calls (tool_use), so evaluation can score tool choice,
+    # arguments and restraint against it; codefix has no single reference sequence.
+    reference_solutions: ClassVar[bool] = False
+
+    def solved_at(self, task: Task, messages: list[Message]) -> int | None:
+        """After how many assistant turns the agent had what it needed to stop (None: never), for the stopping
+        metrics. Default: once the reference calls have all run in order without an error observation."""
+        if not self.reference_solutions:
+            return None
+        ref, k, turns = task.reference_calls, 0, 0
+        if not ref:
+            return 0
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            turns += 1
+            calls = m.get("tool_calls") or []
+            obs = messages[i + 1]["content"] if i + 1 < len(messages) and messages[i + 1]["role"] == "tool" else ""
+            if calls and (calls[0]["function"]["name"], calls[0]["function"]["arguments"]) == ref[k] \
+                    and not str(obs).startswith("error"):
+                k += 1
+                if k == len(ref):
+                    return turns
+        return None
+
+    def probe_hacks(self, tasks: list[Task]) -> list[dict[str, Any]] | None:
+        """Try this env's known reward hacks on `tasks`: rows of {exploit, naive_reward, guarded_reward,
+        noop_reward}. None for an env without exploit probes."""
+        return None
+
+    def perturb(self, task: Task, how: str) -> Task | None:
+        """`task` asked in another form but with the same content, for robustness evaluation; None where this env
+        cannot make that perturbation. `how` is one of PERTURBATIONS."""
+        if how not in PERTURBATIONS:
+            raise ValueError(f"unknown perturbation {how!r}; valid: {', '.join(PERTURBATIONS)}")
+        return self._perturbed(task, how)
+
+    def _perturbed(self, task: Task, how: str) -> Task | None:
+        """Envs override this for the perturbations they can make; the base class knows only whitespace."""
+        if how == "whitespace":
+            return replace(task, prompt="  " + task.prompt.replace(" ", "   ") + "\n\n")
+        return None
 
     def close(self) -> None:
         """Release what the episode holds (temp dirs, processes). Safe to call twice."""

@@ -26,16 +26,16 @@ import ast
 import json
 import operator
 import random
+import string
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
 from ..tools import ToolError, Toolbox
-from .base import Env, Message, Split, StepResult, Task, split_of, stable_hash
+from .base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault, split_of, stable_hash
 
 CALL_COST = 0.1
 INVALID_COST = 0.2
-FAULT_TEXT = "error: service unavailable, try again"
-MAX_FAULTS = 2
 
 SYSTEM_PROMPT = (
     "You are an agent with tools. Call a tool only when you need it. To call one, reply with only "
@@ -166,42 +166,78 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
 KIND_WEIGHTS = {"calc": 3, "weather": 2, "temperature": 1, "search": 3, "trivial": 2, "two_step": 2}
 
 
-def _make(kind: str, rng: random.Random) -> tuple[str, str, str, list[tuple[str, dict[str, Any]]], str]:
-    """Draw one task: (content key, prompt, answer, reference calls, kind label)."""
+# Phrasings never used in training: `perturb(task, "rephrase")` asks the same question in one of these.
+REPHRASE: dict[str, dict[str, list[str]]] = {
+    "calc": {"en": ["Please calculate {a} {op} {b}."], "zh": ["请计算 {a} {op} {b}。"]},
+    "weather": {"en": ["Tell me today's weather in {city}."], "zh": ["{city}今天天气怎么样？"]},
+    "temperature": {"en": ["How many degrees Celsius is it in {city}?"], "zh": ["{city}的气温是多少度？"]},
+    "search_founder": {"en": ["Who is the founder of {entity}?"], "zh": ["谁创立了{entity}？"]},
+    "search_year": {"en": ["When was {entity} founded? Give the year."], "zh": ["{entity}成立于哪一年？"]},
+    "search_city": {"en": ["In which city is {entity} headquartered?"], "zh": ["{entity}的总部位于哪座城市？"]},
+    "trivial_add": {"en": ["Add {a} and {b}."], "zh": ["{a}加{b}等于多少？"]},
+    "repeat": {"en": ["Say the word {word} back to me."], "zh": ["请重复：{word}"]},
+    "two_step": {"en": ["Add {n} to the temperature in {city}."], "zh": ["{city}的温度再加{n}是多少？"]},
+}
+
+
+class _Draw:
+    """One drawn task before it becomes a Task: its content key, the question's template and parameters."""
+
+    def __init__(self, key: str, template: str, lang: str, params: dict[str, Any], rng: random.Random,
+                 answer: str, calls: list[tuple[str, dict[str, Any]]], kind: str):
+        self.key, self.template, self.lang, self.params = key, template, lang, params
+        self.prompt = rng.choice(TEMPLATES[template][lang]).format(**params)
+        self.answer, self.calls, self.kind = answer, calls, kind
+
+    @property
+    def meta(self) -> tuple[tuple[str, Any], ...]:
+        return (("template", self.template), ("lang", self.lang), ("params", tuple(sorted(self.params.items()))))
+
+
+def _make(kind: str, rng: random.Random) -> _Draw:
+    """Draw one task of `kind`."""
     lang = rng.choice(["en", "en", "zh"])
     if kind == "calc":
         op = rng.choice(["×", "+", "-"])
         a, b = (rng.randint(12, 99), rng.randint(12, 99)) if op == "×" else (rng.randint(100, 999), rng.randint(100, 999))
         expr = f"{a} {'*' if op == '×' else op} {b}"
-        prompt = rng.choice(TEMPLATES["calc"][lang]).format(a=a, op=op, b=b)
-        return f"calc:{a}{op}{b}", prompt, calculator(expr), [("calculator", {"expression": expr})], "calc"
+        return _Draw(f"calc:{a}{op}{b}", "calc", lang, {"a": a, "op": op, "b": b}, rng, calculator(expr),
+                     [("calculator", {"expression": expr})], "calc")
     if kind in ("weather", "temperature", "two_step"):
         en, zh = rng.choice(CITIES)
         city = en if lang == "en" else zh
         condition, temp = WEATHER[city]
         if kind == "weather":
-            prompt = rng.choice(TEMPLATES["weather"][lang]).format(city=city)
-            return f"weather:{city}", prompt, condition, [("get_weather", {"city": city})], kind
+            return _Draw(f"weather:{city}", "weather", lang, {"city": city}, rng, condition,
+                         [("get_weather", {"city": city})], kind)
         if kind == "temperature":
-            prompt = rng.choice(TEMPLATES["temperature"][lang]).format(city=city)
-            return f"temperature:{city}", prompt, str(temp), [("get_weather", {"city": city})], kind
+            return _Draw(f"temperature:{city}", "temperature", lang, {"city": city}, rng, str(temp),
+                         [("get_weather", {"city": city})], kind)
         n = rng.randint(11, 99)
-        prompt = rng.choice(TEMPLATES["two_step"][lang]).format(city=city, n=n)
         calls = [("get_weather", {"city": city}), ("calculator", {"expression": f"{temp} + {n}"})]
-        return f"two_step:{city}+{n}", prompt, str(temp + n), calls, kind
+        return _Draw(f"two_step:{city}+{n}", "two_step", lang, {"city": city, "n": n}, rng, str(temp + n), calls,
+                     kind)
     if kind == "search":
         entity = rng.choice(sorted(ENTITIES))
         field = rng.choice(["founder", "year", "city"])
-        prompt = rng.choice(TEMPLATES[f"search_{field}"][lang]).format(entity=entity)
         # The split key is the entity alone: eval entities are never seen in training, under any question.
-        return f"entity:{entity}", prompt, str(ENTITIES[entity][field]), [("search", {"query": entity})], "search"
+        return _Draw(f"entity:{entity}", f"search_{field}", lang, {"entity": entity}, rng,
+                     str(ENTITIES[entity][field]), [("search", {"query": entity})], "search")
     if rng.random() < 0.5:
         a, b = rng.randint(0, 9), rng.randint(0, 9)
-        prompt = rng.choice(TEMPLATES["trivial_add"][lang]).format(a=a, b=b)
-        return f"add:{a}+{b}:{lang}", prompt, str(a + b), [], "trivial"
+        return _Draw(f"add:{a}+{b}:{lang}", "trivial_add", lang, {"a": a, "b": b}, rng, str(a + b), [], "trivial")
     word = rng.choice(WORDS)
-    prompt = rng.choice(TEMPLATES["repeat"][lang]).format(word=word)
-    return f"repeat:{word}:{lang}", prompt, word, [], "trivial"
+    return _Draw(f"repeat:{word}:{lang}", "repeat", lang, {"word": word}, rng, word, [], "trivial")
+
+
+def _recase(template: str) -> str:
+    """The template's own words in upper case (English) — the parameters (cities, entities) stay as they are."""
+    parts = []
+    for literal, field, spec, conv in string.Formatter().parse(template):
+        parts.append(literal.upper())
+        if field is not None:
+            parts.append("{" + field + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}")
+    return "".join(parts)
 
 
 def normalize_answer(text: str) -> str:
@@ -230,6 +266,8 @@ class ToolUseEnv(Env):
     default_noise: ClassVar[dict[str, float]] = {"wrong_tool": 0.1, "unneeded_call": 0.3, "no_retry": 0.5,
                                                  "no_answer": 0.08, "extra_call": 0.15, "guess": 0.12}
 
+    reference_solutions: ClassVar[bool] = True
+
     def __init__(self, fault_rate: float = 0.15, max_turns: int = 6, kinds: list[str] | None = None):
         """`kinds` restricts the task mix (for curricula and focused runs); None means all of KIND_WEIGHTS."""
         unknown = set(kinds or []) - set(KIND_WEIGHTS)
@@ -257,16 +295,34 @@ class ToolUseEnv(Env):
         for _ in range(n * 200):
             if len(out) == n:
                 break
-            key, prompt, answer, calls, kind = _make(rng.choice(kinds), rng)
-            if split_of(key) != split or prompt in seen:
+            d = _make(rng.choice(kinds), rng)
+            if split_of(d.key) != split or d.prompt in seen:
                 continue
-            seen.add(prompt)
-            tid = f"tool_use/{split}/{stable_hash(prompt) % 16**10:010x}"
-            ref = tuple((name, tuple(sorted(args.items()))) for name, args in calls)
-            out.append(Task(tid, split, kind, prompt, answer, ref))
+            seen.add(d.prompt)
+            tid = f"tool_use/{split}/{stable_hash(d.prompt) % 16**10:010x}"
+            ref = tuple((name, tuple(sorted(args.items()))) for name, args in d.calls)
+            out.append(Task(tid, split, d.kind, d.prompt, d.answer, ref, d.meta))
         if len(out) < n:
             raise ValueError(f"could only make {len(out)} distinct {split} tasks, asked for {n}")
         return out
+
+    def _perturbed(self, task: Task, how: str) -> Task | None:
+        """The same question in another form: a phrasing never trained on, the template's words upper-cased, extra
+        whitespace, or the other language's template (the parameters — city, entity, numbers — are kept)."""
+        template, lang, params = task.get("template"), task.get("lang"), dict(task.get("params", ()))
+        if template is None:
+            return None
+        if how == "rephrase":
+            prompt = REPHRASE[template][lang][0].format(**params)
+        elif how == "casing":
+            if lang == "zh":
+                return None  # Chinese has no case
+            prompt = _recase(TEMPLATES[template][lang][0]).format(**params)
+        elif how == "language":
+            prompt = TEMPLATES[template]["zh" if lang == "en" else "en"][0].format(**params)
+        else:
+            return super()._perturbed(task, how)
+        return replace(task, prompt=prompt)
 
     # -- the episode --
 
@@ -294,7 +350,7 @@ class ToolUseEnv(Env):
             obs = [{"role": "tool", "content": f"error: {parsed.message}"}]
         else:
             call_index = self._calls + self._faults
-            if self._faults < MAX_FAULTS and stable_hash("fault", task.id, call_index) % 10_000 < self.fault_rate * 10_000:
+            if injects_fault(task.id, call_index, self._faults, self.fault_rate):
                 self._faults += 1
                 info["fault"] = True
                 obs = [{"role": "tool", "name": parsed.name, "content": FAULT_TEXT}]

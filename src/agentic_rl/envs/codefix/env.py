@@ -13,6 +13,9 @@ outputs, which no grader can tell from a fix in general. With visible + hidden c
 hard-coding at 0.89 against 0.50 for leaving the bug; paying hidden tests only, it earns exactly the no-op. The
 visible tests remain the agent's feedback (`run_test`), and `info` reports them (`visible_passed`, `pass_fraction`
 over visible + hidden) for evaluation.
+Transient faults (off by default; `fault_rate` for robustness evaluation): a tool call other than finish may get
+"error: service unavailable, try again" instead of running — at most MAX_FAULTS per episode, decided by a hash of
+(task id, turn); faulted turns are neither penalised nor stuck events.
 The stuck detector counts a turn as stuck when it repeats an earlier action that got the same observation, re-reads
 a file that has not changed since it was last read, or closes an A-B-A-B alternation of actions.
 Calibrated on the seed's three trajectories (`tests/test_codefix.py`, a module with 10 hidden tests): A read → edit
@@ -23,11 +26,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ...parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
 from ...tools import ToolError, Toolbox
-from ..base import Env, Message, Split, StepResult, Task
+from ..base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault
 from .corpus import BY_NAME, CORPUS, Module
 from .grading import Grade, grade, pristine_files
 from .sandbox import Limits, Sandbox
@@ -64,10 +68,15 @@ class CodeFixEnv(Env):
                  "max_new_tokens": 96, "micro_batch_size": 4},
     }
 
-    def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None):
+    def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None,
+                 fault_rate: float = 0.0):
+        """`fault_rate`: the chance that a tool call (not finish) meets a transient fault instead of running —
+        0 by default; robustness evaluation raises it."""
         if max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
-        self.max_turns = max_turns
+        if not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
+        self.max_turns, self.fault_rate = max_turns, fault_rate
         self.limits = limits or Limits(wall_seconds=2, cpu_seconds=2)  # the corpus tests take milliseconds
         self.modules = {m.name: m for m in (modules or CORPUS)}
         self._custom = modules is not None
@@ -138,9 +147,12 @@ class CodeFixEnv(Env):
         text = re.sub(r" in \d+(\.\d+)?s\b", "", text).strip()
         text = (text[-OUTPUT_LIMIT:] if len(text) > OUTPUT_LIMIT else text) + f"\n(exit code {res.returncode})"
         if res.timed_out:
-            text = f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s\n" + text
+            # Not the partial output: how far the tests got in the time limit depends on the machine's load, and
+            # the same trajectory must give the same observation (and reward).
+            text = (f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s (an infinite loop or very "
+                    f"slow code?); run one test id to see which")
         elif res.outcome.startswith("killed"):
-            text = f"{res.outcome}: the test process was killed (a resource limit)\n" + text
+            text = f"{res.outcome}: the test process was killed (a resource limit); run one test id to see which"
         return text
 
     def finish(self) -> str:
@@ -152,6 +164,39 @@ class CodeFixEnv(Env):
             raise ToolError("no episode is running")
         return self.workspace
 
+    def probe_hacks(self, tasks: list[Task]) -> list[dict[str, Any]]:
+        from .exploits import probe_hacks
+
+        return probe_hacks(self, tasks)
+
+    def solved_at(self, task: Task, messages: list[Message]) -> int | None:
+        """The first turn whose full test run passed: from then on, the right move is finish()."""
+        turns = 0
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            turns += 1
+            calls = m.get("tool_calls") or []
+            obs = str(messages[i + 1]["content"]) if i + 1 < len(messages) else ""
+            if calls and calls[0]["function"]["name"] == "run_test" and not calls[0]["function"]["arguments"] \
+                    and obs.endswith("(exit code 0)"):
+                return turns
+        return None
+
+    def _perturbed(self, task: Task, how: str) -> Task | None:
+        """The same bug report in another form: reworded, lower-cased, spaced out, or in Chinese."""
+        name = task.get("module")
+        if how == "rephrase":
+            prompt = (f"The tests in test_{name}.py are failing. Repair {name}.py (leave the tests as they are), "
+                      f"then call finish().")
+        elif how == "casing":
+            prompt = task.prompt.lower()  # file names are lower case already, so they survive
+        elif how == "language":
+            prompt = f"test_{name}.py 中有测试失败。请找到并修复 {name}.py 中的错误，不要修改测试。完成后调用 finish()。"
+        else:
+            return super()._perturbed(task, how)
+        return replace(task, prompt=prompt)
+
     # -- the episode --
 
     def reset(self, task: Task) -> list[Message]:
@@ -160,7 +205,7 @@ class CodeFixEnv(Env):
         self._task, self._module, self._source = task, module, source
         self.workspace = Workspace(pristine_files(module, source))
         self._sandbox: Sandbox | None = None  # made on the first run_test, kept for the episode
-        self._turns, self._penalty, self._stuck = 0, 0.0, 0
+        self._turns, self._penalty, self._stuck, self._faults = 0, 0.0, 0, 0
         self._history: list[tuple[str, str]] = []  # (action key, observation)
         self._reads: dict[str, bytes] = {}  # path → content when last read
         self._last_sandbox = "ok"
@@ -180,6 +225,11 @@ class CodeFixEnv(Env):
             call, before, key = None, None, f"parse:{action}"
             obs = {"role": "tool", "content": f"error: {parsed.message}"}
             info["parse_error"] = parsed.kind
+        elif injects_fault(self._task.id, self._turns, self._faults, self.fault_rate):
+            # A transient fault: nothing ran. Not a stuck event, and retrying it is what we want.
+            self._faults += 1
+            info.update(tool=parsed.name, fault=True, stuck=False)
+            return self._continue(0.0, {"role": "tool", "name": parsed.name, "content": FAULT_TEXT}, info)
         else:
             call, key = parsed, f"{parsed.name}:{json.dumps(parsed.arguments, sort_keys=True)}"
             self._last_sandbox = "ok"
@@ -191,7 +241,10 @@ class CodeFixEnv(Env):
                 self._sandbox_events.append(self._last_sandbox)
                 info["sandbox"] = self._last_sandbox
         info["stuck"] = stuck = self._is_stuck(key, obs["content"], call, before)
-        reward = self._penalise(stuck)
+        return self._continue(self._penalise(stuck), obs, info)
+
+    def _continue(self, reward: float, obs: Message, info: dict[str, Any]) -> StepResult:
+        """End of a tool turn: the observation, or the end of the episode at the turn limit."""
         if self._turns >= self.max_turns:
             info.update(success=False, no_answer=True)
             return self._end(reward, [], info, terminated=False)
@@ -236,7 +289,7 @@ class CodeFixEnv(Env):
 
     def _end(self, reward: float, obs: list[Message], info: dict[str, Any], terminated: bool) -> StepResult:
         self._total += reward
-        info.update(episode_reward=self._total, stuck_turns=self._stuck, turns=self._turns,
+        info.update(episode_reward=self._total, stuck_turns=self._stuck, turns=self._turns, faults=self._faults,
                     sandbox_events=list(self._sandbox_events), tool_calls=self._turns - int(terminated))
         self.close()
         return StepResult(obs, reward, terminated, not terminated, info)
@@ -250,7 +303,11 @@ class CodeFixEnv(Env):
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
         noise = noise or {}
         name = task.get("module")
-        done = [m for m in messages if m["role"] == "assistant"]
+        if messages[-1]["role"] == "tool" and messages[-1]["content"] == FAULT_TEXT:
+            return _call_text(messages[-2])  # a transient fault: the same call again
+        # the plan's progress: assistant turns whose call ran (a faulted call is retried, not counted)
+        done = [m for i, m in enumerate(messages) if m["role"] == "assistant"
+                and not (i + 1 < len(messages) and messages[i + 1]["content"] == FAULT_TEXT)]
         calls = [_call_name(m) for m in done]
         plan: list[str | tuple[str, dict[str, Any]]] = []
         if not noise.get("skip_read"):
@@ -273,6 +330,13 @@ class CodeFixEnv(Env):
             call_name, args = plan[step]
             return format_tool_call(call_name, args)
         return format_tool_call("finish", {})
+
+
+def _call_text(message: Message) -> str:
+    calls = message.get("tool_calls") or []
+    if calls:
+        return format_tool_call(calls[0]["function"]["name"], calls[0]["function"]["arguments"])
+    return message.get("content") or ""
 
 
 def _call_name(message: Message) -> str | None:
