@@ -39,3 +39,20 @@ def trained_dir(tmp_path_factory) -> Path:
                                                         "eval_every=0", "eval_tasks=10", "lr=3e-3"])
     train_sft(cfg, out)
     return out / "model"
+
+
+SHORT_RUN = ["eval_tasks=8", "robustness_tasks=4", *[f"sft.{a}" for a in SMALL_SFT], "sft.demos=64", "sft.max_steps=4",
+             "sft.eval_tasks=4", "sft.batch_size=16", "grpo.steps=2", "grpo.tasks_per_step=2", "grpo.group_size=4",
+             "grpo.eval_tasks=4", "grpo.max_new_tokens=32"]
+
+
+@pytest.fixture(scope="session")
+def short_run(tmp_path_factory):
+    """`agentic-rl run` on tool_use with a small model and a few steps: (run dir, CLI args, CLI result)."""
+    from typer.testing import CliRunner
+
+    from agentic_rl.cli import app
+
+    out = tmp_path_factory.mktemp("pipeline") / "run"
+    args = ["run", "--env", "tool_use", "--out", str(out), *SHORT_RUN]
+    return out, args, CliRunner().invoke(app, args)

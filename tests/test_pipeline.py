@@ -4,16 +4,9 @@ from typer.testing import CliRunner
 
 from agentic_rl.cli import app
 
-from .conftest import SMALL_SFT
 
-
-def test_run_goes_through_every_stage_and_writes_the_comparison(tmp_path):
-    out = tmp_path / "run"
-    args = ["run", "--env", "tool_use", "--out", str(out), "eval_tasks=8",
-            *[f"sft.{a}" for a in SMALL_SFT], "sft.demos=64", "sft.max_steps=4", "sft.eval_tasks=4",
-            "sft.batch_size=16", "grpo.steps=2", "grpo.tasks_per_step=2", "grpo.group_size=4",
-            "grpo.eval_tasks=4", "grpo.max_new_tokens=32"]
-    r = CliRunner().invoke(app, args)
+def test_run_goes_through_every_stage_and_writes_the_comparison(short_run):
+    out, args, r = short_run
     assert r.exit_code == 0, r.output
     s = json.loads((out / "summary.json").read_text())
     assert s["wall_seconds"] > 0 and set(s["stages"]) == {"teacher", "sft", "grpo"}
@@ -21,6 +14,11 @@ def test_run_goes_through_every_stage_and_writes_the_comparison(tmp_path):
         assert {"success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate",
                 "correct_stop_rate"} <= set(stage["eval"])
     assert "held-out evaluation" in r.output and "correct_stop_rate" in r.output
+    for stage in ("teacher", "sft", "grpo"):  # the six-family evaluation and the trajectories behind it
+        result = json.loads((out / "eval" / f"{stage}.json").read_text())
+        assert result["tasks"] == 8 and result["robustness_tasks"] == 4 and "robustness" in result["overall"]
+        assert len((out / "eval" / f"{stage}.jsonl").read_text().splitlines()) == 8
+    assert (out / "report.html").exists() and s["report"] == str(out / "report.html")
     assert (out / "sft" / "model" / "config.json").exists() and (out / "grpo" / "model" / "config.json").exists()
     # a second invocation with --resume keeps the finished stages
     before = (out / "sft" / "summary.json").read_text()

@@ -1,4 +1,4 @@
-"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout, probe-hacks."""
+"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout, eval, doctor, probe-hacks, report."""
 
 from __future__ import annotations
 
@@ -276,6 +276,26 @@ def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploi
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(rows, indent=2))
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="A run directory (from agentic-rl run, sft or grpo)."),
+           out: Optional[Path] = typer.Option(None, help="Where to write the HTML (default: RUN_DIR/report.html).")
+           ) -> None:
+    """Write one self-contained HTML report of a run: config, learning curves, the six-family evaluation,
+    exploit probes and a trajectory viewer. `agentic-rl run` writes it at the end of every run."""
+    from .checkpoint import atomic_write_text
+    from .report import build_report
+
+    try:
+        page = build_report(run_dir)
+    except ValueError as err:
+        _fail(str(err))
+        return
+    path = out or run_dir / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, page)
+    console.print(f"report → {path}")
 
 
 def print_trajectory(t: Any) -> None:

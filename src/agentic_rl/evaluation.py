@@ -224,12 +224,13 @@ def _families(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 # --- the evaluation ------------------------------------------------------------------------------------------------
 
 def evaluate(env_factory: Callable[..., Env], policy: Policy, tasks: Sequence[Task], k: int = 1, seed: int = 0,
-             renderer: Renderer | None = None, robustness: bool = True,
+             renderer: Renderer | None = None, robustness: bool = True, robustness_tasks: int | None = None,
              progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[Trajectory]]:
     """Run the six-family evaluation; return the result dict (the JSON schema above) and the main run's trajectories.
 
     `env_factory(**overrides)` builds the env; robustness passes `fault_rate` where the env takes one.
-    The main run samples k attempts per task; each robustness condition runs every task once.
+    The main run samples k attempts per task; each robustness condition runs the first `robustness_tasks` tasks
+    (default: all) once.
     """
     if k < 1:
         raise ValueError(f"k must be ≥ 1, got {k}")
@@ -246,7 +247,7 @@ def evaluate(env_factory: Callable[..., Env], policy: Policy, tasks: Sequence[Ta
         got = [t.success for t in main if by_id[t.task_id][0] == task_i]
         rows.append((task_i, {"pass_at_k": (float(any(got)), 1.0), "pass_hat_k": (float(all(got)), 1.0)}))
     if robustness:
-        rows += _robustness(env_factory, env, policy, tasks, seed, say)
+        rows += _robustness(env_factory, env, policy, tasks[:robustness_tasks], seed, say)
     overall = _families(aggregate(rows, seed))
     by_kind = {kd: _families(aggregate([r for r in rows if kinds[r[0]] == kd], seed))
                for kd in sorted(set(kinds.values()))}
@@ -258,6 +259,7 @@ def evaluate(env_factory: Callable[..., Env], policy: Policy, tasks: Sequence[Ta
     result = {"schema": SCHEMA, "env": env.name, "policy": getattr(policy, "name", type(policy).__name__),
               "split": tasks[0].split if tasks else "eval", "tasks": len(tasks), "k": k, "seed": seed,
               "temperature": getattr(getattr(policy, "sampling", None), "temperature", None),
+              "robustness_tasks": len(tasks[:robustness_tasks]) if robustness else 0,
               "wall_seconds": round(time.monotonic() - t0, 2), "families": list(FAMILIES),
               "overall": overall, "by_kind": by_kind, "regression": {"baseline": None, "worse": []}}
     env.close()

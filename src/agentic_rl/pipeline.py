@@ -16,10 +16,13 @@ from rich.table import Table
 from .checkpoint import atomic_write_json, atomic_write_text
 from .config import Config
 from .envs import make_env
+from .evaluation import evaluate
 from .grpo import GRPOConfig, train_grpo
-from .metrics import evaluate_policy
+from .metrics import summarize
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
+from .report import write_report
 from .sft import SFTConfig, train_sft
+from .trajectory import save_jsonl
 from .ui import console
 
 STAGE_KEYS = ("success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate", "correct_stop_rate")
@@ -36,6 +39,10 @@ class RunConfig(Config):
     """Held-out tasks for the final comparison of teacher, SFT and GRPO."""
     eval_temperature: float = 1.0
     """Sampling temperature of the final comparison."""
+    robustness_tasks: int = 50
+    """Held-out tasks for each robustness condition (3 fault rates, 4 prompt perturbations) of the comparison."""
+    probe_tasks: int = 3
+    """Held-out tasks to try every exploit probe on, where the env has probes (0: skip)."""
     sft: SFTConfig = Field(default_factory=SFTConfig)
     """The SFT stage (its env, env_args and seed are taken from above)."""
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
@@ -63,23 +70,48 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
     sft_summary = _stage(out / "sft", lambda r: train_sft(sft_cfg, out / "sft", resume=r), resume)
     grpo_summary = _stage(out / "grpo", lambda r: train_grpo(grpo_cfg, out / "grpo", resume=r), resume)
 
-    env_factory = lambda: make_env(cfg.env, **cfg.env_args)  # noqa: E731
-    env = env_factory()
-    tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
-    sampling = SamplingConfig(cfg.eval_temperature, cfg.grpo.max_new_tokens)
-    policies = {"teacher": TeacherPolicy(sft_cfg.noise if sft_cfg.noise is not None else dict(env.default_noise)),
-                "sft": HFPolicy(out / "sft" / "model", sampling), "grpo": HFPolicy(out / "grpo" / "model", sampling)}
-    stages = {}
-    for name, policy in policies.items():
-        stages[name] = {"eval": evaluate_policy(env_factory, tasks, policy, cfg.seed)}
+    stages = evaluate_stages(cfg, out, sft_cfg.noise)
     summary = {"env": cfg.env, "wall_seconds": round(time.time() - t0, 1), "eval_tasks": cfg.eval_tasks,
                "stages": stages, "sft_wall_seconds": sft_summary.get("wall_seconds"),
                "grpo_wall_seconds": grpo_summary.get("wall_seconds"),
-               "grpo_stopped_early": grpo_summary.get("stopped_early")}
+               "grpo_stopped_early": grpo_summary.get("stopped_early"), "report": str(out / "report.html")}
     atomic_write_json(out / "summary.json", summary)
     console.print(comparison_table(stages))
-    console.print(f"done in {summary['wall_seconds']} s → {out / 'summary.json'}")
+    write_report(out)
+    console.print(f"done in {summary['wall_seconds']} s → {out / 'summary.json'}, {out / 'report.html'}")
     return summary
+
+
+def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -> dict[str, Any]:
+    """The noisy teacher, the SFT policy and the GRPO policy on the same held-out tasks, in the six families.
+
+    Writes DIR/eval/<stage>.json (the `agentic-rl eval` schema) and DIR/eval/<stage>.jsonl (the main run's
+    trajectories, for the report's viewer), and DIR/eval/probes.json where the env has exploit probes.
+    """
+    env_factory = lambda **kw: make_env(cfg.env, **{**cfg.env_args, **kw})  # noqa: E731
+    env = env_factory()
+    tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
+    sampling = SamplingConfig(cfg.eval_temperature, cfg.grpo.max_new_tokens)
+    policies = {"teacher": TeacherPolicy(noise if noise is not None else dict(env.default_noise)),
+                "sft": HFPolicy(out / "sft" / "model", sampling), "grpo": HFPolicy(out / "grpo" / "model", sampling)}
+    renderer = policies["sft"].renderer  # the tiny tokenizer counts the teacher's tokens too
+    (out / "eval").mkdir(exist_ok=True)
+    stages = {}
+    for name, policy in policies.items():
+        with console.status(f"evaluating {name}") as status:
+            result, trajs = evaluate(env_factory, policy, tasks, k=1, seed=cfg.seed, renderer=renderer,
+                                     robustness_tasks=cfg.robustness_tasks,
+                                     progress=lambda msg: status.update(f"evaluating {name}: {msg}"))
+        result["policy"] = name
+        atomic_write_json(out / "eval" / f"{name}.json", result)
+        save_jsonl(trajs, out / "eval" / f"{name}.jsonl")
+        stages[name] = {"eval": summarize(trajs)}
+    if cfg.probe_tasks:
+        with console.status("probing reward hacks"):
+            rows = env.probe_hacks(tasks[: cfg.probe_tasks])
+        if rows is not None:
+            atomic_write_json(out / "eval" / "probes.json", rows)
+    return stages
 
 
 def _stage(stage_dir: Path, train: Any, resume: bool) -> dict[str, Any]:

@@ -61,7 +61,7 @@ class CodeFixEnv(Env):
     tokenizer_tasks: ClassVar[int] = 200
     # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's.
     run_defaults: ClassVar[dict[str, Any]] = {
-        "eval_tasks": 40,
+        "eval_tasks": 40, "robustness_tasks": 20,
         "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "eval_every": 0,
                 "eval_tasks": 20, "max_new_tokens": 96},
         "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
