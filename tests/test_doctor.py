@@ -13,7 +13,7 @@ from agentic_rl.doctor import run_doctor
 from agentic_rl.envs import make_env
 from agentic_rl.envs.codefix.sandbox import isolation_available
 from agentic_rl.envs.tool_use import ToolUseEnv
-from agentic_rl.policies import HFPolicy, SamplingConfig
+from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
 
 
 def _by_name(checks):
@@ -92,3 +92,11 @@ def test_exploit_probes_are_a_check_where_the_env_has_them():
     task = next(t for t in env.tasks("eval", 6, 0) if t.get("module") == "truncate")  # a mutant that halts
     check = check_exploits(env, [task])
     assert check.verdict == "PASS" and "exploit probes ≤ no-op" in check.measured
+
+
+def test_a_random_agent_is_told_to_do_sft_first_and_a_competent_one_passes():
+    r = CliRunner().invoke(app, ["doctor", "--env", "tool_use", "--policy", "random", "--n", "12"])
+    assert r.exit_code == 1 and "do SFT first" in " ".join(r.output.split())
+    checks = _by_name(run_doctor(lambda: make_env("tool_use"), TeacherPolicy(dict(ToolUseEnv.default_noise)), n=12))
+    assert all(c.verdict != "FAIL" for c in checks.values()), [c for c in checks.values() if c.verdict == "FAIL"]
+    assert checks["policy beats random"].verdict == "PASS"

@@ -23,6 +23,7 @@ Verdict = Literal["PASS", "WARN", "FAIL"]
 TEACHER_BAR = 0.95  # the env must be solvable: the scripted teacher solves this share of held-out tasks
 PARSE_BAR = 0.90  # below this share of parseable turns, the policy is not ready for RL
 SIGNAL_BAR = 0.25  # GRPO needs groups with reward variance; below this share most of a step is wasted
+BEAT_RANDOM_BY = 0.05  # the policy's success rate must beat a random agent's by this much before RL is worth it
 
 
 @dataclass
@@ -134,6 +135,17 @@ def check_parse_rate(trajs: list[Trajectory], env: Env, eos_id: int | None = Non
                  "do SFT first: RL cannot reward calls the policy cannot yet write")
 
 
+def check_beats_random(sampled: list[Trajectory], random_: list[Trajectory]) -> Check:
+    """RL sharpens what a policy can already sometimes do; a policy no better than random has nothing to sharpen."""
+    p = sum(t.success for t in sampled) / max(len(sampled), 1)
+    r = sum(t.success for t in random_) / max(len(random_), 1)
+    measured = f"policy succeeds on {p:.0%} of samples, a random agent on {r:.0%}"
+    if p >= r + BEAT_RANDOM_BY:
+        return Check("policy beats random", "PASS", measured, "")
+    return Check("policy beats random", "FAIL", measured + f" (needs +{BEAT_RANDOM_BY:.0%})",
+                 "do SFT first: RL needs a policy that already succeeds sometimes")
+
+
 def check_grpo_signal(trajs: list[Trajectory], group: int, temperature: float) -> Check:
     groups = [trajs[i:i + group] for i in range(0, len(trajs), group)]
     live = sum(len({round(t.reward, 9) for t in g}) > 1 for g in groups) / max(len(groups), 1)
@@ -182,7 +194,8 @@ def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int 
     if policy is not None:
         sampled = run_episodes(factory, tasks, policy, group_size=group, seed=0)
         eos = getattr(getattr(policy, "renderer", None), "eos_id", None)
-        checks += [check_parse_rate(sampled, env, eos), check_grpo_signal(sampled, group, temperature)]
+        checks += [check_parse_rate(sampled, env, eos), check_beats_random(sampled, random_),
+                   check_grpo_signal(sampled, group, temperature)]
     return checks
 
 
