@@ -42,7 +42,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 # --- charts: inline SVG --------------------------------------------------------------------------------------------
 
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 440, 240, 48, 12, 36, 64
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 440, 240, 62, 12, 36, 64
 
 
 def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_label: str = "step") -> str:
