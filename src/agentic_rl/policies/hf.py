@@ -1,7 +1,7 @@
 """A Hugging Face causal LM as a policy: batched multi-turn sampling with one KV cache that carries across turns.
 
-How the batch works. Every episode is a row of one `DynamicCache`. All rows advance together, one cache slot per
-forward; a row with nothing to add that step gets a masked slot (a "hole", attention mask 0) and positions are
+How the batch works. Every episode is a row of one KV cache (`kv_cache.py`, which appends in place). All rows
+advance together, one cache slot per forward; a row with nothing to add that step gets a masked slot (a "hole", attention mask 0) and positions are
 given explicitly, so each row sees exactly its own tokens at positions 0, 1, 2, … — the same as a plain forward
 over its sequence. The G samples of a task share one prompt prefill (rows are copied after it). Tool observations
 are prefilled in one batched forward, not re-encoded with the whole context, and finished episodes' rows are
@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.cache_utils import Cache
 
 from ..envs.base import Env, Message, Task, stable_hash
 from ..logprobs import common_prefix_len
 from ..render import Renderer
 from .base import Policy, Session, TokenRecord, Turn
+from .kv_cache import growing_cache
 
 
 class TokenContinuityError(RuntimeError):
@@ -75,7 +77,7 @@ class HFSession(Session):
         self.gen = torch.Generator().manual_seed(stable_hash("sample", seed) % 2**63)
         self.eps: list[_Episode | None] = [None] * len(tasks)
         self.rows: list[int] = []  # cache row r holds episode rows[r]
-        self.cache: DynamicCache | None = None
+        self.cache: Cache | None = None
         self.attn = torch.zeros(0, 0, dtype=torch.long)  # (rows, slots): 1 where a slot holds a real token
 
     # -- the cache ----------------------------------------------------------------------------------------------
@@ -151,7 +153,7 @@ class HFSession(Session):
             leader_of.setdefault(tuple(ids), e)
         leaders = list(leader_of.values())
         shared = min(common_prefix_len([self.eps[e].ids for e in leaders]), min(len(k) for k in leader_of) - 1)
-        self.rows, self.cache = leaders[:1], DynamicCache(config=self.model.config)
+        self.rows, self.cache = leaders[:1], growing_cache()
         self.attn = torch.zeros(1, 0, dtype=torch.long)
         self._forward({leaders[0]: self.eps[leaders[0]].ids[:shared]})
         for e in leaders:
