@@ -100,9 +100,14 @@ def _calls(t: Trajectory) -> list[tuple[int, str, Any, str]]:
     return out
 
 
+def _key(name: str, args: Any) -> tuple[str, str]:
+    """A call as a hashable action: the tool and its arguments in a canonical order."""
+    return name, json.dumps(args, sort_keys=True, ensure_ascii=False)
+
+
 def _generic_stuck(calls: list[tuple[int, str, Any, str]]) -> bool:
     """For envs without a stuck detector: an action repeated with the same observation, or A-B-A-B."""
-    keys = [(name, json.dumps(args, sort_keys=True, ensure_ascii=False)) for _, name, args, _ in calls]
+    keys = [_key(name, args) for _, name, args, _ in calls]
     seen: set[tuple[Any, str]] = set()
     for (key, (_, _, _, obs)) in zip(keys, calls):
         if obs != FAULT_TEXT and (key, obs) in seen:
@@ -135,7 +140,7 @@ def episode_facts(t: Trajectory, task: Task, env: Env, renderer: Renderer | None
     through = set()
     redundant = 0
     for _, name, args, obs in calls:
-        key = (name, json.dumps(args, sort_keys=True, ensure_ascii=False))
+        key = _key(name, args)
         redundant += key in through
         if obs != FAULT_TEXT:
             through.add(key)
