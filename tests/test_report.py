@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -69,3 +70,15 @@ def test_report_renders_in_chromium_and_the_viewer_switches(short_run, tmp_path)
         browser.close()
     assert errors == []
     assert shot.stat().st_size > 10_000
+
+
+def test_report_shows_the_probe_table_where_a_run_has_one(tmp_path):
+    from agentic_rl.report import build_report
+
+    (tmp_path / "eval").mkdir()
+    rows = [{"exploit": "noop", "naive_reward": 0.5, "guarded_reward": 0.7, "noop_reward": 0.7},
+            {"exploit": "delete_failing_tests", "naive_reward": 1.0, "guarded_reward": 0.9, "noop_reward": 0.7}]
+    (tmp_path / "eval" / "probes.json").write_text(json.dumps(rows))
+    page = build_report(tmp_path)
+    assert 'id="probes"' in page and "delete_failing_tests" in page
+    assert page.count("<td>yes</td>") == 1 and page.count("<td>NO</td>") == 1  # the paying exploit is flagged
