@@ -52,6 +52,7 @@ def test_kept_mutants_fail_some_visible_tests_and_pass_others():
     for mut in kept[:5]:
         g = grade(module, mut.source, {k: v.encode() for k, v in pristine_files(module, mut.source).items()})
         assert 0 < g.visible_passed < g.visible_total
+        assert g.hidden_passed < g.hidden_total  # leaving the bug in never earns full marks
 
 
 def test_tasks_are_deterministic_and_splits_use_disjoint_modules():

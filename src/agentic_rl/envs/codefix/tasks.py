@@ -1,7 +1,8 @@
 """codefix tasks: one mutant of one corpus module each, kept only if it is a real, findable bug.
 
-A mutant is kept when the original module passes every visible and hidden case, and the mutant fails at least one
-visible case while passing at least one (so the visible tests point at the bug and the module still mostly works).
+A mutant is kept when the original module passes every visible and hidden case, the mutant fails at least one
+visible case while passing at least one (so the visible tests point at the bug and the module still mostly works),
+and it fails at least one hidden case (so leaving the bug in never scores full marks).
 Candidates are checked in the sandbox, one child per module, with a per-case time limit (a removed `d += 1` makes
 an infinite loop). Train and eval tasks come from disjoint modules (`split_of(module name)`); tasks are
 deterministic for a seed and have stable ids `codefix/<split>/<module>/<operator>/<site>`.
@@ -85,8 +86,12 @@ def valid_mutants(module: Module) -> tuple[Mutant, ...]:
         raise ValueError(f"corpus module {module.name} does not pass its own cases")
     results = _case_results(module, [m.source for m in candidates], list(module.visible), early_stop=True)
     # The buggy line must be unique in the file, so "replace this line" names one place.
-    return tuple(m for m, r in zip(candidates, results)
-                 if r is not None and True in r and False in r and m.source.count(m.mutated_line) == 1)
+    kept = [m for m, r in zip(candidates, results)
+            if r is not None and True in r and False in r and m.source.count(m.mutated_line) == 1]
+    # The hidden tests must catch the bug too: otherwise submitting the bug untouched scores full marks, and
+    # "success" would not mean "fixed" (15 % of the mutants above, measured, before this filter).
+    hidden = _case_results(module, [m.source for m in kept], list(module.hidden), early_stop=False) if kept else []
+    return tuple(m for m, r in zip(kept, hidden) if r is None or False in r)
 
 
 def module_split(module: Module) -> Split:
