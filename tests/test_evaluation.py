@@ -147,3 +147,15 @@ def test_eval_cli_writes_the_json_and_gates_on_a_baseline(results, tmp_path):
     assert any(w["metric"] == "success_rate" for w in saved["regression"]["worse"])
     r = CliRunner().invoke(app, ["eval", "--policy", "nonsense"])
     assert r.exit_code == 2 and "valid:" in r.output
+
+
+def test_codefix_teacher_stops_on_time_and_finish_is_not_an_overdue_call():
+    from agentic_rl.envs.codefix.env import CodeFixEnv
+
+    env = CodeFixEnv()
+    tasks = env.tasks("eval", 3, 0)
+    (traj, *_) = run_episodes(CodeFixEnv, tasks, TeacherPolicy())
+    f = ev.episode_facts(traj, tasks[0], env, None)
+    assert f["success_rate"] == (1.0, 1.0) and f["overdue_stop_rate"] == (0.0, 1.0)
+    assert env.solved_at(tasks[0], traj.messages) == traj.n_turns - 1  # the passing test run, then finish()
+    assert "right_tool_rate" not in f and "restraint_rate" not in f  # codefix has no reference calls

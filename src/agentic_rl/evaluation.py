@@ -152,7 +152,10 @@ def episode_facts(t: Trajectory, task: Task, env: Env, renderer: Renderer | None
     stopped = t.outcome == "ok"
     f["premature_stop_rate"] = (float(stopped and not t.success and (known is None or t.n_turns <= known)), 1.0)
     if known is not None:
-        f["overdue_stop_rate"] = (float(any(turn > known for turn, *_ in calls)), 1.0)
+        # a call after the answer was known, other than the call that ended the episode (codefix's finish())
+        ended_by_call = stopped and bool(calls) and calls[-1][0] == t.n_turns
+        after = [c for c in (calls[:-1] if ended_by_call else calls) if c[0] > known]
+        f["overdue_stop_rate"] = (float(bool(after)), 1.0)
     f["no_answer_rate"] = (float(t.outcome == "truncated" or bool(t.info.get("no_answer"))), 1.0)
     gen, prompt = _tokens(t, renderer)
     if gen is not None:
