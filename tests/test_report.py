@@ -82,3 +82,12 @@ def test_report_shows_the_probe_table_where_a_run_has_one(tmp_path):
     page = build_report(tmp_path)
     assert 'id="probes"' in page and "delete_failing_tests" in page
     assert page.count("<td>yes</td>") == 1 and page.count("<td>NO</td>") == 1  # the paying exploit is flagged
+
+
+def test_report_of_a_single_stage_run_directory(short_run, tmp_path):
+    from agentic_rl.report import build_report
+
+    out, _, _ = short_run
+    for stage, title in (("sft", "SFT loss"), ("grpo", "GRPO reward")):
+        page = build_report(out / stage)  # what `agentic-rl sft` / `grpo` leave: metrics.jsonl at the top
+        assert title in page and 'id="curves"' in page

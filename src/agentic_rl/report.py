@@ -129,8 +129,9 @@ def _svg(title: str, parts: list[str]) -> str:
 
 def _curves(run: Path) -> str:
     sft, grpo = _jsonl(run / "sft" / "metrics.jsonl"), _jsonl(run / "grpo" / "metrics.jsonl")
-    if not sft and not grpo:
-        sft = _jsonl(run / "metrics.jsonl")  # a single-stage run directory
+    if not sft and not grpo:  # a single-stage run directory (agentic-rl sft or grpo): GRPO logs a reward
+        rows = _jsonl(run / "metrics.jsonl")
+        sft, grpo = ([], rows) if any("reward_mean" in r for r in rows) else (rows, [])
     charts = []
 
     def pts(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
