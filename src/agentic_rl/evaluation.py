@@ -31,6 +31,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 
 from .envs.base import FAULT_TEXT, PERTURBATIONS, Env, Task
+from .metrics import EVAL_SEED_OFFSET  # the same sampling stream as training-time evaluation
 from .policies.base import Policy
 from .render import Renderer
 from .rollout import run_episodes
@@ -40,7 +41,6 @@ SCHEMA = "agentic-rl.eval/1"
 FAMILIES = ("final_answer", "tool_calling", "trajectory", "robustness", "cost", "regression")
 FAULT_LEVELS = (0.0, 0.2, 0.5)
 BOOTSTRAP = 1000
-EVAL_SEED_OFFSET = 7919  # the same offset as training-time evaluation: sampling apart from training's stream
 
 Better = Literal["higher", "lower"] | None
 

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
+from ..parsing import ToolCall, parse_turn
 from ..tools import Toolbox
 
 Split = Literal["train", "eval"]
@@ -107,21 +108,10 @@ class Env(ABC):
         metrics. Default: once the reference calls have all run in order without an error observation."""
         if not self.reference_solutions:
             return None
-        ref, k, turns = task.reference_calls, 0, 0
-        if not ref:
-            return 0
-        for i, m in enumerate(messages):
-            if m["role"] != "assistant":
-                continue
-            turns += 1
-            calls = m.get("tool_calls") or []
-            obs = messages[i + 1]["content"] if i + 1 < len(messages) and messages[i + 1]["role"] == "tool" else ""
-            if calls and (calls[0]["function"]["name"], calls[0]["function"]["arguments"]) == ref[k] \
-                    and not str(obs).startswith("error"):
-                k += 1
-                if k == len(ref):
-                    return turns
-        return None
+        done = reference_turns(task.reference_calls, messages)
+        if len(done) < len(task.reference):
+            return None
+        return done[-1] if done else 0
 
     def probe_hacks(self, tasks: list[Task]) -> list[dict[str, Any]] | None:
         """Try this env's known reward hacks on `tasks`: rows of {exploit, naive_reward, guarded_reward,
@@ -143,6 +133,29 @@ class Env(ABC):
 
     def close(self) -> None:
         """Release what the episode holds (temp dirs, processes). Safe to call twice."""
+
+
+def reference_turns(ref: list[tuple[str, dict[str, Any]]], messages: list[Message]) -> list[int]:
+    """The assistant turn (1-based) at which each reference call succeeded, in order: the call matches the next
+    reference call and its observation is not an error. Calls are read from `tool_calls` or, in raw-text
+    conversations, parsed from the content."""
+    out: list[int] = []
+    turn = 0
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        turn += 1
+        if len(out) == len(ref) or i + 1 >= len(messages) or messages[i + 1]["role"] != "tool":
+            continue
+        calls = m.get("tool_calls") or []
+        if calls:
+            call = (calls[0]["function"]["name"], calls[0]["function"]["arguments"])
+        else:
+            parsed = parse_turn(m.get("content") or "")
+            call = (parsed.name, parsed.arguments) if isinstance(parsed, ToolCall) else None
+        if call == ref[len(out)] and not str(messages[i + 1]["content"]).startswith("error"):
+            out.append(turn)
+    return out
 
 
 def stable_hash(*parts: Any) -> int:

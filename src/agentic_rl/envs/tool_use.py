@@ -30,9 +30,10 @@ import string
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+from ..parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
 from ..tools import ToolError, Toolbox
-from .base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault, split_of, stable_hash
+from .base import (FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault, reference_turns, split_of,
+                   stable_hash)
 
 CALL_COST = 0.1
 INVALID_COST = 0.2
@@ -399,26 +400,13 @@ class ToolUseEnv(Env):
                 return format_tool_call(*_wrong_call(task))
             if not ref and noise.get("unneeded_call"):
                 return format_tool_call("calculator", {"expression": task.answer if task.answer.isdigit() else "1 + 1"})
-        progress = _progress(ref, messages)
+        progress = len(reference_turns(ref, messages))
         if progress < len(ref):
             return format_tool_call(*ref[progress])
         if ref and noise.get("extra_call") and sum(m["role"] == "tool" for m in messages) == len(ref) + sum(
                 m["content"] == FAULT_TEXT for m in done):
             return format_tool_call(*ref[-1])
         return task.answer
-
-
-def _progress(ref: list[tuple[str, dict[str, Any]]], messages: list[Message]) -> int:
-    """How many reference calls have succeeded so far, in order."""
-    k = 0
-    for i, m in enumerate(messages):
-        if m["role"] != "tool" or k >= len(ref) or i == 0:
-            continue
-        prev = messages[i - 1]
-        call = parse_turn(prev.get("content") or _call_text(prev)) if prev["role"] == "assistant" else None
-        if isinstance(call, ToolCall) and (call.name, call.arguments) == ref[k] and not m["content"].startswith("error"):
-            k += 1
-    return k
 
 
 def _call_text(message: Message) -> str:
