@@ -11,6 +11,7 @@ Requests and replies are JSON lines over the server's stdin/stdout.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -122,6 +123,9 @@ class ForkServer:
 
     def _ensure(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
+            if importlib.util.find_spec("pytest") is None:  # the server imports it first thing, and would just die
+                raise RuntimeError("codefix runs the tests with pytest, which is not installed in this environment: "
+                                   "pip install 'pytest>=8' (a dependency of agentic-rl; `pip install -e .` brings it)")
             self.proc = subprocess.Popen([sys.executable, "-I", "-c", SERVER, JAIL_PATH], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
                                          cwd="/")
