@@ -39,6 +39,13 @@ def test_the_seeds_example_beijing_weather(env):
     assert task.reference_calls == [("get_weather", {"city": "北京"})]
 
 
+def test_get_weather_reports_the_tasks_day(env):
+    for task in [t for t in env.tasks("eval", 60) if t.kind in ("weather", "temperature")][:6]:
+        env.reset(task)
+        obs = env.step(format_tool_call(*task.reference_calls[0])).observation[0]["content"]
+        assert task.answer in obs, (task.prompt, task.answer, obs)
+
+
 def _play(env, task, actions):
     env.reset(task)
     results = [env.step(a) for a in actions]

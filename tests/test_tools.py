@@ -1,7 +1,9 @@
 from transformers.utils import get_json_schema
 
-from agentic_rl.envs.tool_use import calculator, get_weather, search
+from agentic_rl.envs.tool_use import calculator, search, weather_on, weather_tool
 from agentic_rl.tools import Tool, ToolError, Toolbox
+
+get_weather = weather_tool(lambda: 0)  # the world on day 0
 
 
 def add(a: int, b: float = 1.0, tags: list[str] | None = None) -> float:
@@ -67,3 +69,9 @@ def test_env_tools_compute_what_they_say():
         assert "Atlantis" in str(e)
     else:
         raise AssertionError("unknown city must raise ToolError")
+
+
+def test_the_weather_changes_by_day_so_only_the_tool_knows_it():
+    # One fixed weather per city would let a model answer from memory of its training tasks.
+    assert len({weather_on("Beijing", day) for day in range(30)}) > 10
+    assert weather_on("北京", 7) == weather_on("Beijing", 7)

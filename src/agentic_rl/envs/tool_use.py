@@ -8,6 +8,12 @@ Task kinds (English and Chinese templates):
   trivial      2 + 3, "repeat the word X"                      → answer at once; any tool call is waste
   two_step     a city's temperature plus a number              → get_weather, calculator, then answer
 
+The weather changes from day to day: each weather, temperature and two-step task happens on its own day (part of
+the task), and `get_weather` reports that day's weather. So the answer can only come from the tool — never from
+memory of the training tasks — which is the behaviour the env exists to teach. (With one fixed weather per city, a
+model learns "Beijing → sunny" from its demonstrations instead of reading the observation, and fails on every
+held-out city.)
+
 Transient faults: each of the first two tool calls of an episode fails with probability `fault_rate`
 ("error: service unavailable, try again"), decided by a hash of (task id, call index) so the same trajectory
 always gets the same observations. The right move is to call again.
@@ -28,7 +34,7 @@ import operator
 import random
 import string
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ..parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
 from ..tools import ToolError, Toolbox
@@ -57,13 +63,17 @@ CITIES = [
 CONDITIONS = ["sunny", "cloudy", "rainy", "snowy", "windy", "foggy"]
 
 
-def _weather(city_en: str) -> tuple[str, int]:
-    h = stable_hash("weather", city_en)
-    return CONDITIONS[h % len(CONDITIONS)], (h >> 8) % 36 - 5  # -5 … 30 °C
-
-
-WEATHER = {name: _weather(en) for en, zh in CITIES for name in (en, zh)}
+DAYS = 365
 CITY_EN = {name: en for en, zh in CITIES for name in (en, zh)}
+
+
+def weather_on(city: str, day: int) -> tuple[str, int]:
+    """(condition, °C) in `city` (English or Chinese name) on `day`; ToolError for a city the world does not have."""
+    en = CITY_EN.get(city.strip())
+    if en is None:
+        raise ToolError(f"unknown city {city!r}")
+    h = stable_hash("weather", en, day % DAYS)
+    return CONDITIONS[h % len(CONDITIONS)], (h >> 8) % 36 - 5  # -5 … 30 °C
 
 _SYL = ["ka", "zor", "vel", "mi", "tan", "ro", "quin", "dal", "sef", "lu", "bra", "nox", "ith", "par", "gel", "ru"]
 _SUFFIX = ["Industries", "Labs", "Works", "Group", "Foundry", "Systems"]
@@ -120,16 +130,19 @@ def calculator(expression: str) -> str:
     return _fmt(value)
 
 
-def get_weather(city: str) -> str:
-    """Get today's weather in a city.
+def weather_tool(today: Callable[[], int]) -> Callable[[str], str]:
+    """The `get_weather` tool of a world whose current day is `today()` (the env sets it from the task)."""
 
-    Args:
-        city: The city name, in English or Chinese, for example "Beijing" or "北京".
-    """
-    if city.strip() not in WEATHER:
-        raise ToolError(f"unknown city {city!r}")
-    condition, temp = WEATHER[city.strip()]
-    return json.dumps({"city": city.strip(), "condition": condition, "temperature_c": temp}, ensure_ascii=False)
+    def get_weather(city: str) -> str:
+        """Get today's weather in a city.
+
+        Args:
+            city: The city name, in English or Chinese, for example "Beijing" or "北京".
+        """
+        condition, temp = weather_on(city, today())
+        return json.dumps({"city": city.strip(), "condition": condition, "temperature_c": temp}, ensure_ascii=False)
+
+    return get_weather
 
 
 def search(query: str) -> str:
@@ -185,14 +198,15 @@ class _Draw:
     """One drawn task before it becomes a Task: its content key, the question's template and parameters."""
 
     def __init__(self, key: str, template: str, lang: str, params: dict[str, Any], rng: random.Random,
-                 answer: str, calls: list[tuple[str, dict[str, Any]]], kind: str):
+                 answer: str, calls: list[tuple[str, dict[str, Any]]], kind: str, day: int = 0):
         self.key, self.template, self.lang, self.params = key, template, lang, params
         self.prompt = rng.choice(TEMPLATES[template][lang]).format(**params)
-        self.answer, self.calls, self.kind = answer, calls, kind
+        self.answer, self.calls, self.kind, self.day = answer, calls, kind, day
 
     @property
     def meta(self) -> tuple[tuple[str, Any], ...]:
-        return (("template", self.template), ("lang", self.lang), ("params", tuple(sorted(self.params.items()))))
+        return (("template", self.template), ("lang", self.lang), ("params", tuple(sorted(self.params.items()))),
+                ("day", self.day))
 
 
 def _make(kind: str, rng: random.Random) -> _Draw:
@@ -207,17 +221,18 @@ def _make(kind: str, rng: random.Random) -> _Draw:
     if kind in ("weather", "temperature", "two_step"):
         en, zh = rng.choice(CITIES)
         city = en if lang == "en" else zh
-        condition, temp = WEATHER[city]
+        day = rng.randrange(DAYS)
+        condition, temp = weather_on(city, day)
         if kind == "weather":
             return _Draw(f"weather:{city}", "weather", lang, {"city": city}, rng, condition,
-                         [("get_weather", {"city": city})], kind)
+                         [("get_weather", {"city": city})], kind, day)
         if kind == "temperature":
             return _Draw(f"temperature:{city}", "temperature", lang, {"city": city}, rng, str(temp),
-                         [("get_weather", {"city": city})], kind)
+                         [("get_weather", {"city": city})], kind, day)
         n = rng.randint(11, 99)
         calls = [("get_weather", {"city": city}), ("calculator", {"expression": f"{temp} + {n}"})]
         return _Draw(f"two_step:{city}+{n}", "two_step", lang, {"city": city, "n": n}, rng, str(temp + n), calls,
-                     kind)
+                     kind, day)
     if kind == "search":
         entity = rng.choice(sorted(ENTITIES))
         field = rng.choice(["founder", "year", "city"])
@@ -280,7 +295,8 @@ class ToolUseEnv(Env):
         if max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
         self.fault_rate, self.max_turns = fault_rate, max_turns
-        self.tools = Toolbox([calculator, get_weather, search])
+        self._day = 0  # the world's current day: the task's, set by reset()
+        self.tools = Toolbox([calculator, weather_tool(lambda: self._day), search])
         self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tools.schemas)
         self._task: Task | None = None
 
@@ -328,7 +344,7 @@ class ToolUseEnv(Env):
     # -- the episode --
 
     def reset(self, task: Task) -> list[Message]:
-        self._task = task
+        self._task, self._day = task, int(task.get("day", 0))
         self._turns = self._calls = self._faults = self._invalid = 0
         self._total = 0.0
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
