@@ -42,6 +42,19 @@ def test_attention_patterns_at_step_zero():
     assert induction > 0.8
 
 
+def test_recent_context_head_at_step_zero():
+    """Layer 1's second key/value head attends by position to a window of recent tokens, not to one token."""
+    model = _model(True).eval()
+    ids = torch.randint(5, V, (2, 400), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        att = model(input_ids=ids, output_attentions=True).attentions[1]
+    group = model.config.num_attention_heads // model.config.num_key_value_heads
+    rows = att[:, group, 300:]  # (batch, query, key) for queries with 300+ tokens behind them
+    within60 = torch.stack([rows[:, q, 300 + q - 60: 301 + q].sum(-1) for q in range(rows.shape[1])]).mean()
+    assert within60 > 0.8  # the recent context …
+    assert rows.max() < 0.1  # … spread over many tokens
+
+
 def _copy_loss_after(model: Qwen2ForCausalLM, steps: int) -> float:
     """Train on 'random segment, then the same segment again'; return the mean loss on the repeat, last 5 steps."""
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01, betas=(0.9, 0.95))

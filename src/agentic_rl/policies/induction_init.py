@@ -19,6 +19,16 @@ module, no project code at load time. Concretely:
     by under 0.1 rad (with rope_theta = 1e6, Qwen2's own default), so the match does not depend on distance. Matching
     two tokens rather than one keeps "after the previous space" or "after the previous digit 3" from being ambiguous.
     Its value and output copy the attended token into the residual stream, which the tied unembedding reads out.
+  - layer 1, head `group` (the second key/value head): a *recent-context copy head*. Induction copies the rest of a
+    span once its first token is out, but nothing above finds where a span starts: the entity after "Who founded",
+    the first digit of "870 - 833", the condition in a weather report. This head attends, by position alone, to a
+    window of about the last 60 tokens (query and key biases in mid-frequency RoPE pairs, so the score falls off
+    like a Gaussian of the distance) and copies what it sees, scaled up (RECENT_COPY) so that even spread thin the
+    copy stands out. Every value to be copied then starts with a higher logit than the rest of the vocabulary, and
+    its query/key weights, zero at first, get a gradient from the first step to learn *which* recent token to copy.
+    Measured on `tool_use` (150 SFT steps, teacher-forced held-out demonstrations): the first token of a copied
+    value fell from 2.4 to 1.1 nats with this head, and greedy held-out success rose from 0.00 to 0.28 (0.38 at
+    RECENT_COPY = 10 rather than 1).
   - the other heads and the MLPs of layers 0–1 start with zero output, so nothing drowns the circuit's signals;
     they learn from the first step like any other weight.
   - token embeddings start at std 0.2 instead of 0.02, so the circuit's signals stand above AdamW's first updates
@@ -39,6 +49,9 @@ PREV_WRITE = 0.4  # scale of what the previous-token heads write into the residu
 MATCH = 3.0  # scale of the induction head's query/key projections
 CURRENT_WEIGHT = 2.0  # the current token enters the query unnormalised; this balances it against the written ones
 COPY = 1.0  # scale of the induction head's output
+RECENT_THETA = (0.005, 0.025)  # RoPE frequencies (rad/token) of the recent-context head's position-only score
+RECENT_SCORE = 1.5  # per pair: score(Δ) = RECENT_SCORE · Σ cos(θ_i Δ); ≈ 75 % of the weight within 40 tokens
+RECENT_COPY = 10.0  # scale of the recent-context head's output (spread over ~60 tokens, it must still stand out)
 
 
 def _orthonormal_rows(rows: int, cols: int, g: torch.Generator) -> torch.Tensor:
@@ -95,7 +108,7 @@ def install_induction_heads(model: Qwen2ForCausalLM, seed: int = 0) -> None:
     prev1, prev2 = writes
 
     # Silence everything else in layers 0–1 at the start.
-    for layer, keep in ((0, {0, group}), (1, {0})):
+    for layer, keep in ((0, {0, group}), (1, {0, group})):
         block = model.model.layers[layer]
         for h in set(range(n_heads)) - keep:
             block.self_attn.o_proj.weight[:, h * hd:(h + 1) * hd] = 0.0
@@ -121,3 +134,25 @@ def install_induction_heads(model: Qwen2ForCausalLM, seed: int = 0) -> None:
     attn1.v_proj.weight[:hd] = copy
     attn1.v_proj.bias[:hd] = 0.0
     attn1.o_proj.weight[:, :hd] = copy.T * COPY
+
+    # Layer 1, head `group` (key/value head 1): the recent-context copy head. Equal query and key biases of size c
+    # in pair i give score c²/√hd · cos(θ_i Δ), largest at distance Δ = 0 and falling off with it; the pairs with
+    # θ_i in RECENT_THETA make that a window of some tens of tokens (and their sum does not come back up within a
+    # few thousand). Its query/key weights start at zero, so at first it attends by position alone.
+    pairs = [i for i in range(half) if RECENT_THETA[0] <= theta[i] <= RECENT_THETA[1]]
+    if not pairs:
+        raise ValueError(f"no RoPE frequency of this model lies in {RECENT_THETA} (rope_theta {base}, head_dim {hd})")
+    c = math.sqrt(RECENT_SCORE * math.sqrt(hd))
+    recent_bias = torch.zeros(hd)
+    for i in pairs:
+        a = float(torch.rand(1, generator=g)) * 2 * math.pi
+        recent_bias[i], recent_bias[i + half] = c * math.cos(a), c * math.sin(a)
+    recent_copy = _orthonormal_rows(hd, H, g)
+    qs, ks = slice(group * hd, (group + 1) * hd), slice(hd, 2 * hd)
+    attn1.q_proj.weight[qs] = 0.0
+    attn1.q_proj.bias[qs] = recent_bias
+    attn1.k_proj.weight[ks] = 0.0
+    attn1.k_proj.bias[ks] = recent_bias
+    attn1.v_proj.weight[ks] = recent_copy
+    attn1.v_proj.bias[ks] = 0.0
+    attn1.o_proj.weight[:, qs] = recent_copy.T * RECENT_COPY
