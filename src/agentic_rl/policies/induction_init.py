@@ -58,6 +58,20 @@ def _orthonormal_rows(rows: int, cols: int, g: torch.Generator) -> torch.Tensor:
     return torch.linalg.qr(torch.randn(cols, rows, generator=g))[0].T  # (rows, cols), rows ≤ cols
 
 
+def _positional_head(attn: torch.nn.Module, head: int, kv: int, hd: int, q_bias: torch.Tensor, k_bias: torch.Tensor,
+                     read: torch.Tensor, write: torch.Tensor) -> None:
+    """Query head `head` (key/value head `kv`) attends by position alone (zero q/k weights, the given biases); its
+    value reads `read` (hd, H) of the residual stream and its output writes through `write` (H, hd)."""
+    qs, ks = slice(head * hd, (head + 1) * hd), slice(kv * hd, (kv + 1) * hd)
+    attn.q_proj.weight[qs] = 0.0
+    attn.q_proj.bias[qs] = q_bias
+    attn.k_proj.weight[ks] = 0.0
+    attn.k_proj.bias[ks] = k_bias
+    attn.v_proj.weight[ks] = read
+    attn.v_proj.bias[ks] = 0.0
+    attn.o_proj.weight[:, qs] = write
+
+
 def check_supported(model: Qwen2ForCausalLM) -> None:
     cfg = model.config
     head_dim = cfg.hidden_size // cfg.num_attention_heads
@@ -97,14 +111,7 @@ def install_induction_heads(model: Qwen2ForCausalLM, seed: int = 0) -> None:
             k_bias[i], k_bias[i + half] = PREV_AMP * math.cos(b), PREV_AMP * math.sin(b)
         write = _orthonormal_rows(hd, H, g).T  # (H, hd): where this head's output lands
         writes.append(write)
-        qs, ks = slice(head * hd, (head + 1) * hd), slice(kv * hd, (kv + 1) * hd)
-        attn0.q_proj.weight[qs] = 0.0
-        attn0.q_proj.bias[qs] = q_bias
-        attn0.k_proj.weight[ks] = 0.0
-        attn0.k_proj.bias[ks] = k_bias
-        attn0.v_proj.weight[ks] = read
-        attn0.v_proj.bias[ks] = 0.0
-        attn0.o_proj.weight[:, qs] = write * PREV_WRITE
+        _positional_head(attn0, head, kv, hd, q_bias, k_bias, read, write * PREV_WRITE)
     prev1, prev2 = writes
 
     # Silence everything else in layers 0–1 at the start.
@@ -148,11 +155,4 @@ def install_induction_heads(model: Qwen2ForCausalLM, seed: int = 0) -> None:
         a = float(torch.rand(1, generator=g)) * 2 * math.pi
         recent_bias[i], recent_bias[i + half] = c * math.cos(a), c * math.sin(a)
     recent_copy = _orthonormal_rows(hd, H, g)
-    qs, ks = slice(group * hd, (group + 1) * hd), slice(hd, 2 * hd)
-    attn1.q_proj.weight[qs] = 0.0
-    attn1.q_proj.bias[qs] = recent_bias
-    attn1.k_proj.weight[ks] = 0.0
-    attn1.k_proj.bias[ks] = recent_bias
-    attn1.v_proj.weight[ks] = recent_copy
-    attn1.v_proj.bias[ks] = 0.0
-    attn1.o_proj.weight[:, qs] = recent_copy.T * RECENT_COPY
+    _positional_head(attn1, group, 1, hd, recent_bias, recent_bias, recent_copy, recent_copy.T * RECENT_COPY)
