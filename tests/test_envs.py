@@ -3,7 +3,7 @@ from functools import partial
 import pytest
 
 from agentic_rl.envs import check_env, make_env
-from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, ToolUseEnv
+from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, KIND_WEIGHTS, ToolUseEnv
 from agentic_rl.parsing import format_tool_call
 
 
@@ -34,12 +34,26 @@ def test_tasks_are_deterministic_disjoint_and_cover_every_kind(env):
     assert any("天气？" in p for p in prompts) and any("weather" in p for p in prompts)
 
 
+def test_weather_tasks_get_their_share_of_the_mix(env):
+    """A weather question on another day is another task (another answer), so weather tasks are not capped at the
+    few distinct prompts: their share follows KIND_WEIGHTS (it was 65 of 3,000 when tasks were keyed on the prompt)."""
+    train = env.tasks("train", 3000, seed=0)
+    total = sum(KIND_WEIGHTS.values())
+    for kind in ("weather", "temperature", "two_step"):
+        share = sum(t.kind == kind for t in train) / len(train)
+        assert abs(share - KIND_WEIGHTS[kind] / total) < 0.03, (kind, share)
+    same_prompt = [t for t in train if t.prompt == "北京天气？"]
+    assert len(same_prompt) > 1 and len({t.get("day") for t in same_prompt}) == len(same_prompt)
+    assert len({t.id for t in same_prompt}) == len(same_prompt)
+
+
 def test_the_seeds_example_beijing_weather(env):
     task = next(t for t in env.tasks("train", 3000) + env.tasks("eval", 1000) if t.prompt == "北京天气？")
     assert task.reference_calls == [("get_weather", {"city": "北京"})]
 
 
-def test_get_weather_reports_the_tasks_day(env):
+def test_get_weather_reports_the_tasks_day():
+    env = ToolUseEnv(fault_rate=0.0)  # a transient fault would answer instead of the weather
     for task in [t for t in env.tasks("eval", 60) if t.kind in ("weather", "temperature")][:6]:
         env.reset(task)
         obs = env.step(format_tool_call(*task.reference_calls[0])).observation[0]["content"]

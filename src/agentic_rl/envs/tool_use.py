@@ -178,6 +178,7 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
     "two_step": {"en": ["What is the temperature in {city} plus {n}?"], "zh": ["{city}的气温加上{n}是多少？"]},
 }
 KIND_WEIGHTS = {"calc": 3, "weather": 2, "temperature": 1, "search": 3, "trivial": 2, "two_step": 2}
+WEATHER_KINDS = ("weather", "temperature", "two_step")  # tasks whose answer depends on the day they are asked on
 
 
 # Phrasings never used in training: `perturb(task, "rephrase")` asks the same question in one of these.
@@ -208,6 +209,13 @@ class _Draw:
         return (("template", self.template), ("lang", self.lang), ("params", tuple(sorted(self.params.items()))),
                 ("day", self.day))
 
+    @property
+    def identity(self) -> str:
+        """What makes two draws the same task. A weather question asked on another day has another answer, so it is
+        another task; keyed on the prompt alone, the few distinct weather prompts (cities × templates) were drawn
+        once each and KIND_WEIGHTS' share of weather tasks collapsed (65 of 3,000 train tasks instead of ~460)."""
+        return f"{self.prompt}\x00day {self.day}" if self.kind in WEATHER_KINDS else self.prompt
+
 
 def _make(kind: str, rng: random.Random) -> _Draw:
     """Draw one task of `kind`."""
@@ -218,7 +226,7 @@ def _make(kind: str, rng: random.Random) -> _Draw:
         expr = f"{a} {'*' if op == '×' else op} {b}"
         return _Draw(f"calc:{a}{op}{b}", "calc", lang, {"a": a, "op": op, "b": b}, rng, calculator(expr),
                      [("calculator", {"expression": expr})], "calc")
-    if kind in ("weather", "temperature", "two_step"):
+    if kind in WEATHER_KINDS:
         en, zh = rng.choice(CITIES)
         city = en if lang == "en" else zh
         day = rng.randrange(DAYS)
@@ -313,10 +321,10 @@ class ToolUseEnv(Env):
             if len(out) == n:
                 break
             d = _make(rng.choice(kinds), rng)
-            if split_of(d.key) != split or d.prompt in seen:
+            if split_of(d.key) != split or d.identity in seen:
                 continue
-            seen.add(d.prompt)
-            tid = f"tool_use/{split}/{stable_hash(d.prompt) % 16**10:010x}"
+            seen.add(d.identity)
+            tid = f"tool_use/{split}/{stable_hash(d.identity) % 16**10:010x}"
             ref = tuple((name, tuple(sorted(args.items()))) for name, args in d.calls)
             out.append(Task(tid, split, d.kind, d.prompt, d.answer, ref, d.meta))
         if len(out) < n:
