@@ -104,3 +104,22 @@ def test_continuation_is_the_suffix_of_the_full_render(tiny_dir, env):
             end = len(upto) - upto[::-1].index(r.eos_id)  # just after the turn's EOS
             full = r.render(t.messages[: k + 2], add_generation_prompt=True).ids
             assert upto[:end] + r.continuation(t.messages[: k + 2]) == full
+
+
+
+def test_the_context_limit_is_the_models_own_unless_set(tiny_dir, env):
+    """An episode may grow to the model's max_position_embeddings (codefix demonstrations run ~1,700 tokens, and a
+    fixed 1,024 cut every one of the policy's episodes short); `max_context` sets a tighter limit."""
+    task = env.tasks("eval", 1)[0]
+
+    def generated(max_context, model_limit):
+        policy = HFPolicy(tiny_dir, SamplingConfig(temperature=1.0, max_new_tokens=10_000, max_context=max_context))
+        policy.model.config.max_position_embeddings = model_limit
+        eos = policy.renderer.eos_id  # never sampled here, so only a token limit ends the turn
+        policy.model.lm_head.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([eos]), -1e9))
+        [t] = run_episodes(lambda: make_env("tool_use"), [task], policy, seed=0)
+        return len(t.assistant_ids[0])  # the one turn, cut by the context limit
+
+    prompt = len(HFPolicy(tiny_dir).renderer.render(env.reset(task), add_generation_prompt=True).ids)
+    assert prompt + generated(None, prompt + 60) == prompt + 60
+    assert prompt + generated(prompt + 25, 4096) == prompt + 25

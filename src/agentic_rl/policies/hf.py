@@ -35,8 +35,10 @@ class SamplingConfig:
     """Sampling temperature; 0 means greedy. Logprobs are recorded under this temperature (logits / T)."""
     max_new_tokens: int = 96
     """Most tokens in one assistant turn; a longer turn is cut and the episode truncated."""
-    max_context: int = 1024
-    """Most tokens in a whole episode, prompt and observations included."""
+    max_context: int | None = None
+    """Most tokens in a whole episode, prompt and observations included (None: the model's own limit,
+    `max_position_embeddings`, as vLLM's max_model_len defaults to it). A fixed 1,024 cut every codefix episode
+    of the tiny policy short: the teacher's demonstrations it imitates run ~1,700 tokens."""
 
 
 class HFPolicy(Policy):
@@ -71,6 +73,7 @@ class _Episode:
 class HFSession(Session):
     def __init__(self, policy: HFPolicy, tasks: list[Task], samples: list[int], seed: int):
         self.p, self.cfg = policy, policy.sampling
+        self.max_context = self.cfg.max_context or int(getattr(policy.model.config, "max_position_embeddings", 2048))
         self.model, self.renderer = policy.model, policy.renderer
         self.eos = policy.renderer.eos_id
         self.pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else self.eos
@@ -188,7 +191,7 @@ class HFSession(Session):
                 ep.logprobs.append(float(logp[k, t]))
                 if t == self.eos:
                     finish[e] = "stop"
-                elif len(out_ids[e]) >= self.cfg.max_new_tokens or len(ep.ids) >= self.cfg.max_context:
+                elif len(out_ids[e]) >= self.cfg.max_new_tokens or len(ep.ids) >= self.max_context:
                     finish[e] = "length"
                 else:
                     step[e] = [t]
