@@ -3,7 +3,7 @@ from functools import partial
 import pytest
 
 from agentic_rl.envs import check_env, make_env
-from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, KIND_WEIGHTS, ToolUseEnv
+from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, KIND_WEIGHTS, WEATHER_KINDS, ToolUseEnv
 from agentic_rl.parsing import format_tool_call
 
 
@@ -39,7 +39,7 @@ def test_weather_tasks_get_their_share_of_the_mix(env):
     few distinct prompts: their share follows KIND_WEIGHTS (it was 65 of 3,000 when tasks were keyed on the prompt)."""
     train = env.tasks("train", 3000, seed=0)
     total = sum(KIND_WEIGHTS.values())
-    for kind in ("weather", "temperature", "two_step"):
+    for kind in WEATHER_KINDS:
         share = sum(t.kind == kind for t in train) / len(train)
         assert abs(share - KIND_WEIGHTS[kind] / total) < 0.03, (kind, share)
     same_prompt = [t for t in train if t.prompt == "北京天气？"]

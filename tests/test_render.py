@@ -106,7 +106,6 @@ def test_continuation_is_the_suffix_of_the_full_render(tiny_dir, env):
             assert upto[:end] + r.continuation(t.messages[: k + 2]) == full
 
 
-
 def test_the_context_limit_is_the_models_own_unless_set(tiny_dir, env):
     """An episode may grow to the model's max_position_embeddings (codefix demonstrations run ~1,700 tokens, and a
     fixed 1,024 cut every one of the policy's episodes short); `max_context` sets a tighter limit."""
@@ -121,5 +120,5 @@ def test_the_context_limit_is_the_models_own_unless_set(tiny_dir, env):
         return len(t.assistant_ids[0])  # the one turn, cut by the context limit
 
     prompt = len(HFPolicy(tiny_dir).renderer.render(env.reset(task), add_generation_prompt=True).ids)
-    assert prompt + generated(None, prompt + 60) == prompt + 60
-    assert prompt + generated(prompt + 25, 4096) == prompt + 25
+    assert generated(None, prompt + 60) == 60  # the model's own limit
+    assert generated(prompt + 25, 4096) == 25  # max_context, tighter than the model's
