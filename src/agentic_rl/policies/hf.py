@@ -20,9 +20,12 @@ from transformers.cache_utils import Cache
 
 from ..envs.base import Env, Message, Task, stable_hash
 from ..logprobs import common_prefix_len
+from ..numerics import warm_up_vml
 from ..render import Renderer
 from .base import Policy, Session, TokenRecord, Turn
 from .kv_cache import growing_cache
+
+warm_up_vml()  # before any model runs: oneMKL's racy first call would make fresh processes differ (numerics.py)
 
 
 class TokenContinuityError(RuntimeError):
