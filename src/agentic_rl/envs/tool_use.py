@@ -79,11 +79,14 @@ _SYL = ["ka", "zor", "vel", "mi", "tan", "ro", "quin", "dal", "sef", "lu", "bra"
 _SUFFIX = ["Industries", "Labs", "Works", "Group", "Foundry", "Systems"]
 
 
-def _entities() -> dict[str, dict[str, Any]]:
-    """About 300 synthetic companies, so the facts cannot have been memorised by any pretrained model."""
+def _entities(n: int = 1000) -> dict[str, dict[str, Any]]:
+    """Synthetic companies, so the facts cannot have been memorised by any pretrained model. Enough of them that a
+    learner cannot memorise the train split's facts either: with 300 (241 in train) the tiny policy answered train
+    entities' questions from memory and did not learn to read the search result (greedy search success 0.77 on
+    train tasks, 0.42 held out)."""
     rng = random.Random(1234)
     out: dict[str, dict[str, Any]] = {}
-    while len(out) < 300:
+    while len(out) < n:
         name = (rng.choice(_SYL) + rng.choice(_SYL)).capitalize() + " " + rng.choice(_SUFFIX)
         if name in out:
             continue
@@ -95,6 +98,10 @@ def _entities() -> dict[str, dict[str, Any]]:
 ENTITIES = _entities()
 WORDS = ["apple", "river", "stone", "cloud", "tiger", "lamp", "garden", "silver", "rocket", "piano", "maple", "ocean",
          "violet", "window", "candle", "forest", "harbor", "pepper", "saddle", "tunnel", "苹果", "河流", "石头", "月亮"]
+# Made-up words too (every two-syllable one), so "repeat the word X" has enough distinct tasks for its share of the
+# mix — with 24 words the train split held 175 trivial tasks in 3,000 (KIND_WEIGHTS asks for ~460) — and a held-out
+# word is one the policy must copy, not recall.
+WORDS += sorted({a + b for a in _SYL for b in _SYL} - set(WORDS))
 
 
 # --- tools: plain typed functions; the schema comes from the signature and docstring ---------------------------------
