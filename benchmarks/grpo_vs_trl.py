@@ -26,7 +26,8 @@ def ours(model_dir: Path, args: argparse.Namespace, out: Path) -> float:
     cfg = GRPOConfig(policy=str(model_dir), env_args={"max_turns": 1}, steps=args.steps, tasks_per_step=args.b,
                      group_size=args.g, max_new_tokens=args.max_tokens, lr=args.lr, beta=0.0, mu=1,
                      loss_agg="token_mean", epsilon_low=0.2, epsilon_high=0.28, eval_every=0, eval_tasks=8,
-                     checkpoint_every=10**6, zero_variance_patience=10**6, micro_batch_size=16, seed=args.seed)
+                     checkpoint_every=10**6, zero_variance_patience=10**6, micro_batch_size=16, seed=args.seed,
+                     dynamic_sampling=False)  # TRL samples each batch once; so must we, to compare like with like
     train_grpo(cfg, out)
     secs = [json.loads(line)["seconds"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     return sum(secs[1:]) / len(secs[1:])  # the first step warms up allocators and caches
