@@ -65,9 +65,7 @@ class CodeFixEnv(Env):
         "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "eval_every": 0,
                 "eval_tasks": 20, "max_new_tokens": 96},
         "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
-                 "max_new_tokens": 96, "micro_batch_size": 4,
-                 # Nearly every group scores 0 here: resampling them (up to 4× the episodes) would burn the budget.
-                 "dynamic_sampling": False},
+                 "max_new_tokens": 96, "micro_batch_size": 4},
     }
 
     def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None,
