@@ -18,16 +18,11 @@ import torch
 VML_OPS = ("acos", "asin", "atan", "cos", "erf", "erfc", "exp", "expm1", "log", "log10", "log1p", "log2", "sin",
            "sqrt", "tan", "tanh", "trunc")
 
-_warmed = False
-
 
 def warm_up_vml() -> None:
-    """Call every VML-backed op once on one element, in float32 and float64; idempotent and ~1 ms."""
-    global _warmed
-    if _warmed:
-        return
+    """Call every VML-backed op once on one element, in float32 and float64 (~1 ms; `policies/hf.py` calls it once,
+    at import, before any model runs)."""
     for dtype in (torch.float32, torch.float64):
         x = torch.full((1,), 0.5, dtype=dtype)
         for op in VML_OPS:
             getattr(torch, op)(x)
-    _warmed = True
