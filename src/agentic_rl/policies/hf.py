@@ -22,6 +22,7 @@ from ..envs.base import Env, Message, Task, stable_hash
 from ..logprobs import common_prefix_len
 from ..numerics import warm_up_vml
 from ..render import Renderer
+from .attention import NAME as PACKED_GQA
 from .base import Policy, Session, TokenRecord, Turn
 from .kv_cache import growing_cache
 
@@ -57,6 +58,8 @@ class HFPolicy(Policy):
         self.name = str(path)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
         self.model = model or AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        if self.model.config._attn_implementation == "sdpa":  # the same attention, minus a KV-cache copy per prefill
+            self.model.set_attn_implementation(PACKED_GQA)
         self.renderer = Renderer(self.tokenizer)
         self.sampling = sampling or SamplingConfig()
 

@@ -1,0 +1,48 @@
+"""`sdpa_packed_gqa` computes what transformers' `sdpa` computes — values and gradients — on the masked multi-token
+forwards it takes over (observation prefills, training with a shared prefix), and the checkpoint keeps plain sdpa."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from agentic_rl.policies import HFPolicy
+from agentic_rl.policies.attention import NAME
+
+
+def _forward(model, ids, attn, pos):
+    """A prefix through the cache, then a masked multi-token chunk with holes on the left of one row."""
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    model(input_ids=ids[:, :20], attention_mask=attn[:, :20], position_ids=pos[:, :20], cache=cache, use_cache=True)
+    return model(input_ids=ids[:, 20:], attention_mask=attn, position_ids=pos[:, 20:], cache=cache,
+                 use_cache=True).logits
+
+
+def test_packed_gqa_matches_sdpa_values_and_gradients(tiny_dir):
+    g = torch.Generator().manual_seed(0)
+    logits, grads = {}, {}
+    for impl in ("sdpa", NAME):
+        model = AutoModelForCausalLM.from_pretrained(tiny_dir, attn_implementation="sdpa")
+        assert model.config.num_attention_heads > model.config.num_key_value_heads  # grouped heads: the packed path
+        model.set_attn_implementation(impl)
+        g.manual_seed(0)
+        ids = torch.randint(0, model.config.vocab_size, (3, 32), generator=g)
+        attn = torch.ones(3, 32, dtype=torch.long)
+        attn[1, 20:25] = 0  # a row with holes in the chunk: the mask differs by row
+        pos = torch.arange(32).expand(3, -1).clone()
+        out = _forward(model, ids, attn, pos)
+        out[attn[:, 20:].bool()].logsumexp(-1).sum().backward()
+        logits[impl] = out.detach()[attn[:, 20:].bool()]
+        grads[impl] = model.model.layers[0].self_attn.q_proj.weight.grad.clone()
+    torch.testing.assert_close(logits[NAME], logits["sdpa"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[NAME], grads["sdpa"], rtol=1e-4, atol=1e-5)
+
+
+def test_policy_uses_packed_attention_and_saves_plain_config(tiny_dir, tmp_path):
+    policy = HFPolicy(tiny_dir)
+    assert policy.model.config._attn_implementation == NAME
+    policy.model.save_pretrained(tmp_path)
+    assert NAME not in json.dumps(json.loads((tmp_path / "config.json").read_text()))
