@@ -1,7 +1,9 @@
 """Rollout throughput for the same total generated length split into 1, 2, 4 and 8 turns.
 
 Between turns a tool observation is appended and prefilled; the KV cache carries across turns, so splitting the
-same generation into more turns should cost little. Prints tokens/s by turn count and ratio_8_to_1.
+same generation into more turns should cost little. Prints tokens/s by turn count and ratio_8_to_1 — for the
+sampler's attention (`sdpa_packed_gqa`, policies/attention.py) and, interleaved in the same run, for transformers'
+plain `sdpa`, which copies the KV cache per grouped head on every observation prefill.
 
     python benchmarks/multiturn_scaling.py [--episodes 32] [--tokens 128] [--json FILE]
 """
@@ -63,19 +65,25 @@ def main() -> None:
     model_dir = args.model or build_tiny_for_env(env, Path(tempfile.mkdtemp()) / "tiny")
     policy = HFPolicy(model_dir)
     measure(policy, env, 4, 16, 2)  # warm-up
+    ours = policy.model.config._attn_implementation
     # Interleaved repeats, median of each: a 2-core machine drifts by ±10 % between back-to-back runs.
-    runs: dict[int, list[float]] = {n: [] for n in (1, 2, 4, 8)}
+    runs: dict[tuple[str, int], list[float]] = {(a, n): [] for a in (ours, "sdpa") for n in (1, 2, 4, 8)}
     for _ in range(args.repeats):
-        for n in runs:
-            runs[n].append(measure(policy, env, args.episodes, args.tokens, n))
-    rates = {n: sorted(v)[len(v) // 2] for n, v in runs.items()}
-    result = {"tokens_per_s": {str(k): round(v, 1) for k, v in rates.items()},
-              "ratio_8_to_1": round(rates[8] / rates[1], 3), "episodes": args.episodes,
+        for attn, n in runs:
+            policy.model.set_attn_implementation(attn)
+            runs[attn, n].append(measure(policy, env, args.episodes, args.tokens, n))
+    rates = {key: sorted(v)[len(v) // 2] for key, v in runs.items()}
+    ratio = {a: round(rates[a, 8] / rates[a, 1], 3) for a in (ours, "sdpa")}
+    result = {"tokens_per_s": {str(n): round(rates[ours, n], 1) for n in (1, 2, 4, 8)},
+              "ratio_8_to_1": ratio[ours], "attention": ours,
+              "plain_sdpa_tokens_per_s": {str(n): round(rates["sdpa", n], 1) for n in (1, 2, 4, 8)},
+              "plain_sdpa_ratio_8_to_1": ratio["sdpa"], "episodes": args.episodes,
               "generated_tokens_per_episode": args.tokens, "repeats": args.repeats,
               "threads": torch.get_num_threads()}
-    for n, r in rates.items():
-        print(f"{n} turn(s): {r:8.1f} generated tokens/s")
-    print(f"ratio_8_to_1 = {result['ratio_8_to_1']}")
+    print(f"{'turns':>5}  {ours:>16}  {'sdpa':>8}   (generated tokens/s)")
+    for n in (1, 2, 4, 8):
+        print(f"{n:5d}  {rates[ours, n]:16.1f}  {rates['sdpa', n]:8.1f}")
+    print(f"ratio_8_to_1 = {ratio[ours]} (plain sdpa: {ratio['sdpa']})")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

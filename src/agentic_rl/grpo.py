@@ -46,8 +46,9 @@ class GRPOConfig(Config):
     """Seed for tasks and sampling; the same seed and config give the same run on CPU."""
     steps: int = 40
     """Optimizer batches (each: sample, score, μ update passes)."""
-    tasks_per_step: int = 8
-    """B: distinct tasks per step."""
+    tasks_per_step: int = 16
+    """B: distinct tasks per step. 16, not 8: on tool_use, from the same three SFT models, held-out success went
+    0.745 → 0.80, 0.615 → 0.665, 0.65 → 0.65 for ~90 s more (rare kinds get twice the groups per step)."""
     group_size: int = 8
     """G: trajectories per task; advantages compare within these groups."""
     temperature: float = 1.0
