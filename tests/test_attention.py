@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, DynamicCache
 
 from agentic_rl.policies import HFPolicy
 from agentic_rl.policies.attention import NAME
@@ -14,7 +14,6 @@ from agentic_rl.policies.attention import NAME
 
 def _forward(model, ids, attn, pos):
     """A prefix through the cache, then a masked multi-token chunk with holes on the left of one row."""
-    from transformers import DynamicCache
     cache = DynamicCache(config=model.config)
     model(input_ids=ids[:, :20], attention_mask=attn[:, :20], position_ids=pos[:, :20], cache=cache, use_cache=True)
     return model(input_ids=ids[:, 20:], attention_mask=attn, position_ids=pos[:, 20:], cache=cache,
