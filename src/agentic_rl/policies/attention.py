@@ -5,7 +5,9 @@ head to its query heads (`repeat_kv`) before calling scaled_dot_product_attentio
 observation copies the whole KV cache (n_rep × its size, every layer). With a 700-token context and 32 rows that copy
 was a third of the prefill's time. Here the query heads that share a key/value head are packed into one head with
 n_rep × q query rows instead — the mask repeated to match — which is the same attention without the copy.
-Transformers already does this for a single query token (`pack_gqa`, decoding); this extends it to q > 1.
+Transformers already does this for a single query token (`pack_gqa`, decoding); this extends it to q > 1. The
+trainers' forward (logprobs.py: a shared prefix in the cache, each row's suffix masked) takes the same path, and
+its backward too: an SFT step measured 0.97 → 0.92 s.
 
 Everything else (no mask, one query token, no grouped heads, dropout, position bias, head-specific masks) goes to
 transformers' own `sdpa_attention_forward` unchanged.
