@@ -430,7 +430,7 @@ class ToolUseEnv(Env):
             if ref and noise.get("wrong_tool"):
                 return format_tool_call(*_wrong_call(task))
             if not ref and noise.get("unneeded_call"):
-                return format_tool_call("calculator", {"expression": task.answer if task.answer.isdigit() else "1 + 1"})
+                return format_tool_call("calculator", {"expression": _needless_expression(task)})
         progress = len(reference_turns(ref, messages))
         if progress < len(ref):
             return format_tool_call(*ref[progress])
@@ -438,6 +438,16 @@ class ToolUseEnv(Env):
                 m["content"] == FAULT_TEXT for m in done):
             return format_tool_call(*ref[-1])
         return task.answer
+
+
+def _needless_expression(task: Task) -> str:
+    """What an agent that reaches for the calculator on a trivial task passes it: the question's own sum ("7 + 5"),
+    as a model that does not trust its head would — not the answer it already knows, which would teach a learner to
+    do the sum in its head and then call the calculator anyway."""
+    params = dict(task.get("params", ()))
+    if task.get("template") == "trivial_add":
+        return f"{params['a']} + {params['b']}"
+    return "1 + 1"
 
 
 def _call_text(message: Message) -> str:
