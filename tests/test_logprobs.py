@@ -1,7 +1,9 @@
 import torch
 from transformers import AutoModelForCausalLM
 
-from agentic_rl.logprobs import common_prefix_len, sequence_logprobs
+import pytest
+
+from agentic_rl.logprobs import common_prefix_len, micro_batches, sequence_logprobs
 
 
 def _plain(model, seq):
@@ -46,3 +48,39 @@ def test_temperature_scales_logits(tiny_dir):
     ids = torch.tensor([seq])
     ref = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float() / 2.0, -1).gather(1, ids[0, 1:, None])[:, 0]
     assert torch.allclose(lp2[0, 1:], ref, atol=1e-5) and not torch.allclose(lp1, lp2)
+
+
+def test_micro_batches_sort_by_length_and_keep_both_limits():
+    prefix = [1, 2, 3]
+    lengths = [9, 2, 30, 5, 5, 1, 12, 4]
+    seqs = [prefix + [7 + i] * n for i, n in enumerate(lengths)]
+    groups = micro_batches(seqs, max_rows=3, max_tokens=20)
+    assert sorted(i for g in groups for i in g) == list(range(len(seqs)))  # every row exactly once
+    flat = [i for g in groups for i in g]
+    assert [lengths[i] for i in flat] == sorted(lengths)  # shortest first; ties keep their order (stable)
+    for g in groups:
+        padded = len(g) * max(lengths[i] for i in g)  # positions beyond the shared prefix
+        assert len(g) <= 3 and (padded <= 20 or len(g) == 1)
+    assert [lengths[i] for i in groups[-1]] == [30]  # longer than the budget: a micro-batch of its own
+    assert micro_batches(seqs, max_rows=3) == [flat[:3], flat[3:6], flat[6:]]  # rows alone without a budget
+    with pytest.raises(ValueError, match="≥ 1"):
+        micro_batches(seqs, max_rows=0)
+
+
+def test_micro_batched_gradient_equals_one_batch(tiny_dir):
+    """Accumulating over length-sorted micro-batches is the same sum as one forward over every row."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float64)
+    torch.manual_seed(1)
+    prefix = torch.randint(5, 1000, (20,)).tolist()
+    seqs = [prefix + torch.randint(5, 1000, (n,)).tolist() for n in (3, 17, 8, 25, 5, 11)]
+    logp, _ = sequence_logprobs(model, seqs)
+    logp.sum().backward()
+    whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    groups = micro_batches(seqs, max_rows=4, max_tokens=30)
+    assert len(groups) > 2
+    for g in groups:
+        part, _ = sequence_logprobs(model, [seqs[i] for i in g])
+        part.sum().backward()
+    for a, p in zip(whole, model.parameters()):
+        assert torch.allclose(a, p.grad, atol=1e-5, rtol=1e-4)  # the tolerance of the shared-prefix test above

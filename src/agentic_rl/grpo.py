@@ -21,7 +21,7 @@ from .config import Config
 from .envs import make_env
 from .envs.base import stable_hash
 from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
-from .logprobs import sequence_logprobs
+from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
 from .rollout import run_episodes
@@ -77,7 +77,10 @@ class GRPOConfig(Config):
     mu: int = 1
     """Optimisation passes over each sampled batch."""
     micro_batch_size: int = 16
-    """Trajectories per forward/backward."""
+    """At most this many trajectories per forward/backward."""
+    micro_batch_tokens: int | None = Field(2048, ge=1)
+    """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, trajectories sorted
+    by length (None: rows alone decide); see logprobs.micro_batches."""
     dynamic_sampling: bool = False
     """Drop zero-variance groups and sample more tasks to refill the batch (DAPO), up to `max_resample` rounds.
     Off by default: on tool_use it moved held-out success by seed 0.745 → 0.78, 0.615 → 0.675, 0.65 → 0.57 (mean
@@ -169,10 +172,9 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
             stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
             n_tokens = sum(sum(t.mask) for t in used)
             for _ in range(cfg.mu):
-                for j in range(0, len(used), cfg.micro_batch_size):
-                    micro = used[j:j + cfg.micro_batch_size]
-                    micro_adv = adv_tok[j:j + cfg.micro_batch_size]
-                    _micro_step(model, ref, micro, micro_adv, cfg, len(used), n_tokens, stats)
+                for rows in micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens):
+                    _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
+                                n_tokens, stats)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 opt.step()
                 opt.zero_grad(set_to_none=True)

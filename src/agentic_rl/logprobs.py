@@ -25,6 +25,33 @@ def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     return n
 
 
+def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Row indices of `seqs` grouped into micro-batches for `sequence_logprobs`, shortest rows first.
+
+    A micro-batch is padded to its longest row, and episodes differ a lot in length (a one-turn answer vs a
+    four-turn recovery), so in arrival order about half of the rows' suffix positions were padding — computed,
+    backpropagated and thrown away. Sorted by length, neighbours pad little. Each micro-batch holds at most
+    `max_rows` rows and, with `max_tokens`, at most that many padded positions beyond the prefix every row shares
+    (which `sequence_logprobs` runs once per micro-batch): many short rows go together, long rows in smaller groups
+    (verl's dynamic batch size does the same). A row longer than the budget gets a micro-batch of its own.
+    The sort is stable, so the grouping is a function of the lengths alone (resumed runs see the same).
+    """
+    if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
+        raise ValueError(f"micro-batch limits must be ≥ 1, got max_rows={max_rows}, max_tokens={max_tokens}")
+    if not seqs:
+        return []
+    shared = common_prefix_len(seqs)
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in sorted(range(len(seqs)), key=lambda i: len(seqs[i])):
+        rows, longest = len(cur) + 1, len(seqs[i]) - shared  # sorted: row i is the longest so far
+        if cur and (rows > max_rows or (max_tokens is not None and rows * longest > max_tokens)):
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    return out + [cur]
+
+
 def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: float = 1.0,
                       with_entropy: bool = False, masks: Sequence[Sequence[int]] | None = None,
                       min_shared: int = 16) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -18,7 +18,7 @@ from pydantic import Field
 from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
 from .config import Config, ConfigError
 from .envs import make_env
-from .logprobs import sequence_logprobs
+from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .render import Renderer
@@ -68,8 +68,12 @@ class SFTConfig(Config):
     """Passes over the demonstrations (fractions allowed)."""
     batch_size: int = 32
     """Demonstrations per optimizer step."""
-    micro_batch_size: int = 16
-    """Demonstrations per forward/backward; gradients accumulate up to batch_size (one huge batch is slow on CPU)."""
+    micro_batch_size: int = 32
+    """At most this many demonstrations per forward/backward; gradients accumulate up to batch_size."""
+    micro_batch_tokens: int | None = Field(2048, ge=1)
+    """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, rows sorted by
+    length (None: rows alone decide). One huge forward is slow on CPU, and so is padding: measured on tool_use
+    demos, 32 per step, 1.01 s per step in 16-row micro-batches in arrival order → 0.73 s with this budget."""
     lr: float = 2e-3
     """Peak learning rate of AdamW."""
     weight_decay: float = 0.01
@@ -148,8 +152,8 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
             batch = [data[i] for i in order[k * cfg.batch_size:(k + 1) * cfg.batch_size]]
             n_tokens = sum(sum(d.mask) for d in batch)
             loss_sum = 0.0
-            for j in range(0, len(batch), cfg.micro_batch_size):
-                micro = batch[j:j + cfg.micro_batch_size]
+            for rows in micro_batches([d.ids for d in batch], cfg.micro_batch_size, cfg.micro_batch_tokens):
+                micro = [batch[i] for i in rows]
                 logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro])  # (B, T)
                 mask = torch.zeros_like(logp)
                 for b, d in enumerate(micro):

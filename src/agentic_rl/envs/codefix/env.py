@@ -59,13 +59,15 @@ class CodeFixEnv(Env):
     default_noise: ClassVar[dict[str, float]] = {"skip_read": 0.2, "skip_test": 0.3, "wrong_fix": 0.15,
                                                  "no_finish": 0.05, "reread": 0.2}
     tokenizer_tasks: ClassVar[int] = 200
-    # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's.
+    # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's. Micro-batches
+    # by row count alone: every row is past tool_use's 2,048-token budget, which would make each its own micro-batch
+    # (not measured on codefix).
     run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 40, "robustness_tasks": 20,
-        "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "eval_every": 0,
-                "eval_tasks": 20, "max_new_tokens": 96},
+        "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "micro_batch_tokens": None,
+                "eval_every": 0, "eval_tasks": 20, "max_new_tokens": 96},
         "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
-                 "max_new_tokens": 96, "micro_batch_size": 4},
+                 "max_new_tokens": 96, "micro_batch_size": 4, "micro_batch_tokens": None},
     }
 
     def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None,
