@@ -64,8 +64,9 @@ class SFTConfig(Config):
     """Mistake rates of the noisy teacher (None: the env's defaults)."""
     only_successful: bool = False
     """Keep only demonstrations whose final answer was correct (rejection-sampling SFT)."""
-    epochs: float = 3.0
-    """Passes over the demonstrations (fractions allowed)."""
+    epochs: float = 5.0
+    """Passes over the demonstrations (fractions allowed). On tool_use, seed 0, held-out success at T = 1 kept
+    rising with passes: 3 → 0.42, 5 → 0.545, 6 → 0.55 (200 tasks); 5 fits `agentic-rl run` in 15 minutes."""
     batch_size: int = 32
     """Demonstrations per optimizer step."""
     micro_batch_size: int = 32
