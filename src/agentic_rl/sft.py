@@ -73,8 +73,8 @@ class SFTConfig(Config):
     """At most this many demonstrations per forward/backward; gradients accumulate up to batch_size."""
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, rows sorted by
-    length (None: rows alone decide). One huge forward is slow on CPU, and so is padding: measured on tool_use
-    demos, 32 per step, 1.01 s per step in 16-row micro-batches in arrival order → 0.73 s with this budget."""
+    length (None: rows alone decide). One huge forward is slow on CPU, and so is padding: on 32 tool_use demos
+    per step, 0.94 s in 16-row micro-batches in arrival order → 0.70 s with this budget (benchmarks/sft_step.py)."""
     lr: float = 2e-3
     """Peak learning rate of AdamW."""
     weight_decay: float = 0.01

@@ -1,0 +1,89 @@
+"""SFT step time: micro-batches in arrival order vs rows sorted by length under a token budget.
+
+An SFT step on tool_use runs 32 noisy-teacher demonstrations (forward + backward, the shared system prompt computed
+once per micro-batch by logprobs.sequence_logprobs). Demonstrations differ a lot in length, so micro-batches taken
+in arrival order are mostly padding; `logprobs.micro_batches` sorts the rows by length and packs them under a
+padded-token budget. Both are measured interleaved in one run, on the same batches; the gradients are the same sum.
+
+    python benchmarks/sft_step.py [--steps 10] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from agentic_rl.envs import make_env
+from agentic_rl.logprobs import common_prefix_len, micro_batches, sequence_logprobs
+from agentic_rl.policies import HFPolicy, TeacherPolicy
+from agentic_rl.render import Renderer
+from agentic_rl.rollout import run_episodes
+from agentic_rl.tiny_build import build_tiny_for_env
+
+
+def step_seconds(model, batch, groups: list[list[int]]) -> float:
+    """Seconds for one forward/backward over `batch` in the micro-batches `groups` (row indices)."""
+    t0 = time.perf_counter()
+    for rows in groups:
+        micro = [batch[i] for i in rows]
+        logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro])
+        logp.sum().backward()
+    model.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=10, help="batches measured (each with both micro-batchings)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--rows", type=int, default=16, help="rows per micro-batch in arrival order (the old default)")
+    ap.add_argument("--tokens", type=int, default=2048, help="padded-token budget of the sorted micro-batches")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    env = make_env("tool_use")
+    policy = HFPolicy(build_tiny_for_env(env, Path(tempfile.mkdtemp()) / "tiny"))
+    model = policy.model
+    model.train()
+    demos = run_episodes(lambda: make_env("tool_use"), env.tasks("train", args.steps * args.batch, 0),
+                         TeacherPolicy(dict(env.default_noise)), seed=0)
+    renderer = Renderer(policy.tokenizer)
+    data = [renderer.render(d.messages) for d in demos]
+    batches = [data[k * args.batch:(k + 1) * args.batch] for k in range(args.steps)]
+
+    def arrival(batch):
+        return [list(range(j, min(j + args.rows, len(batch)))) for j in range(0, len(batch), args.rows)]
+
+    def by_length(batch):
+        return micro_batches([d.ids for d in batch], args.batch, args.tokens)
+
+    step_seconds(model, batches[0], arrival(batches[0]))  # warm-up
+    times: dict[str, list[float]] = {"arrival": [], "sorted": []}
+    for batch in batches:  # interleaved: a 2-core machine drifts between back-to-back runs
+        times["arrival"].append(step_seconds(model, batch, arrival(batch)))
+        times["sorted"].append(step_seconds(model, batch, by_length(batch)))
+    # Positions run beyond each batch's shared prefix (which is computed once), padded vs real.
+    shared = [common_prefix_len([d.ids for d in b]) for b in batches]
+    real = sum(len(d.ids) - p for b, p in zip(batches, shared) for d in b)
+    padded = {name: sum(len(g) * (max(len(b[i].ids) for i in g) - p) for b, p in zip(batches, shared) for g in fn(b))
+              for name, fn in (("arrival", arrival), ("sorted", by_length))}
+    mean = {k: sum(v) / len(v) for k, v in times.items()}
+    result = {"arrival_s_per_step": round(mean["arrival"], 3), "sorted_s_per_step": round(mean["sorted"], 3),
+              "speedup": round(mean["arrival"] / mean["sorted"], 2),
+              "padded_over_real_suffix_tokens": {k: round(v / real, 2) for k, v in padded.items()},
+              "batch": args.batch, "rows": args.rows, "tokens": args.tokens, "steps": args.steps,
+              "threads": torch.get_num_threads()}
+    print(f"arrival order, {args.rows} rows per micro-batch: {mean['arrival']:.3f} s/step")
+    print(f"sorted by length, ≤ {args.tokens} padded tokens:  {mean['sorted']:.3f} s/step")
+    print(f"speedup = {result['speedup']}  (padded/real positions after the prompt: "
+          f"{result['padded_over_real_suffix_tokens']})")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
