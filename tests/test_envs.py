@@ -106,3 +106,12 @@ def test_bad_env_arguments_are_clear_errors():
         make_env("nope")
     with pytest.raises(ValueError, match="valid: "):
         ToolUseEnv().noise_plan(ToolUseEnv().tasks("train", 1)[0], __import__("random").Random(0), {"typo": 0.5})
+
+
+def test_noisy_teachers_needless_call_passes_the_questions_sum(env):
+    """The mistake a learner should see is "use the calculator for 7 + 5", not "know 12, then calculate 12"."""
+    add = next(t for t in env.tasks("train", 300) if t.get("template") == "trivial_add")
+    params = dict(add.get("params"))
+    turn = env.teacher_turn(add, env.reset(add), noise={"unneeded_call": True})
+    assert turn == format_tool_call("calculator", {"expression": f"{params['a']} + {params['b']}"})
+    assert env.teacher_turn(add, env.reset(add)) == add.answer  # without the mistake: answer at once
