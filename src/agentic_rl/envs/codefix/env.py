@@ -60,8 +60,8 @@ class CodeFixEnv(Env):
                                                  "no_finish": 0.05, "reread": 0.2}
     tokenizer_tasks: ClassVar[int] = 200
     # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's. Micro-batches
-    # by row count alone: every row is past tool_use's 2,048-token budget, which would make each its own micro-batch
-    # (not measured on codefix).
+    # by row count alone (`micro_batch_tokens: None`): tool_use's 2,048-token budget would hold one or two of these
+    # rows per micro-batch (not measured on codefix).
     run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 40, "robustness_tasks": 20,
         "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "micro_batch_tokens": None,
