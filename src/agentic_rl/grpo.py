@@ -171,8 +171,9 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
             model.train()
             stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
             n_tokens = sum(sum(t.mask) for t in used)
+            groups_of_rows = micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens)
             for _ in range(cfg.mu):
-                for rows in micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens):
+                for rows in groups_of_rows:
                     _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
                                 n_tokens, stats)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
