@@ -13,9 +13,9 @@ from agentic_rl.config import ConfigError, load_config
 from agentic_rl.envs import make_env
 from agentic_rl.logprobs import sequence_logprobs
 from agentic_rl.policies import TeacherPolicy
-from agentic_rl.render import Renderer
+from agentic_rl.render import Renderer, Rendered
 from agentic_rl.rollout import run_episodes
-from agentic_rl.sft import SFTConfig, train_sft
+from agentic_rl.sft import SFTConfig, check_turn_budget, train_sft
 
 from .conftest import SMALL_SFT
 
@@ -70,6 +70,17 @@ def test_unknown_config_key_lists_the_valid_ones():
         load_config(SFTConfig, overrides=["tiny.depth=3"])
     with pytest.raises(ConfigError, match="epochs"):
         load_config(SFTConfig, overrides=["epochs=many"])
+
+
+def test_sft_refuses_demonstration_turns_longer_than_max_new_tokens(tmp_path):
+    check_turn_budget([Rendered([1] * 9, [0, 0, 1, 1, 1, 0, 1, 1, 0])], 3)  # turns of 3 and 2 tokens fit
+    with pytest.raises(ConfigError, match="turn of 3 tokens.*max_new_tokens is 2.*max_new_tokens=3"):
+        check_turn_budget([Rendered([1] * 9, [0, 0, 1, 1, 1, 0, 1, 1, 0])], 2)
+    # End to end: refused after the demonstrations are rendered, before any training step or checkpoint.
+    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=16", "max_steps=2", "eval_tasks=4", "max_new_tokens=4"])
+    with pytest.raises(ConfigError, match="max_new_tokens is 4"):
+        train_sft(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
 
 
 def test_resume_refuses_a_different_config(tmp_path):

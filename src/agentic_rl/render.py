@@ -55,7 +55,7 @@ class Renderer:
         """Render `messages`; with `assistant_ids`, the k-th assistant span is replaced by the k-th sampled ids."""
         if self.has_generation_markers:
             ids, mask = self._template(messages, add_generation_prompt, with_mask=True)
-            spans = _runs(mask)  # type: ignore[arg-type]
+            spans = assistant_spans(mask)  # type: ignore[arg-type]
         else:
             ids, _ = self._template(messages, add_generation_prompt, with_mask=False)
             spans = self._spans_by_prefix(messages)
@@ -122,8 +122,8 @@ class Renderer:
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
-def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, end) of each run of ones."""
+def assistant_spans(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """[start, end) of each run of ones: the assistant turns of a loss mask."""
     runs, start = [], None
     for i, v in enumerate(list(mask) + [0]):
         if v and start is None:

@@ -21,7 +21,7 @@ from .envs import make_env
 from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .render import Renderer
+from .render import Renderer, Rendered, assistant_spans
 from .rollout import run_episodes
 from .reporting import Reporter, ReportTo
 from .rundir import prepare_run_dir
@@ -121,6 +121,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     if cfg.only_successful:
         demos = [d for d in demos if d.success]
     data = [renderer.render(d.messages) for d in demos]
+    check_turn_budget(data, cfg.max_new_tokens)
     console.print(f"{len(data)} demonstrations, {sum(len(d.ids) for d in data)} tokens "
                   f"({sum(sum(d.mask) for d in data)} trained on); teacher success "
                   f"{sum(d.success for d in demos) / max(len(demos), 1):.2f}")
@@ -188,6 +189,19 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     console.print(f"SFT done in {summary['wall_seconds']} s: success {final['success_rate']:.2f} "
                   f"(noisy teacher {teacher_eval['success_rate']:.2f}), mean reward {final['mean_reward']:.3f}")
     return summary
+
+
+def check_turn_budget(data: list[Rendered], max_new_tokens: int) -> None:
+    """Refuse demonstrations with an assistant turn longer than the sampler's per-turn limit.
+
+    SFT would teach turns the policy can never finish when it samples: every such turn is cut at the limit, and
+    on codefix 29 % of the teacher's edit_file calls (96 to 150 tokens) were, so the trained policy wrote edits
+    that broke off mid-argument."""
+    longest = max((end - start for d in data for start, end in assistant_spans(d.mask)), default=0)
+    if longest > max_new_tokens:
+        raise ConfigError(f"a demonstration has an assistant turn of {longest} tokens (with its end-of-turn token), "
+                          f"but max_new_tokens is {max_new_tokens}: sampling would cut it off. Set "
+                          f"max_new_tokens={longest} or more.")
 
 
 def _state(opt: torch.optim.Optimizer, sched: Any, step: int) -> dict[str, Any]:

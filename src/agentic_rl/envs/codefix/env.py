@@ -62,12 +62,14 @@ class CodeFixEnv(Env):
     # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's. Micro-batches
     # by row count alone (`micro_batch_tokens: None`): tool_use's 2,048-token budget would hold one or two of these
     # rows per micro-batch (not measured on codefix).
+    # max_new_tokens: the teacher's edit_file calls run to ~150 tokens (the tiny tokenizer spends one per
+    # indentation space); at 96, 29 % of them could not be sampled whole.
     run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 40, "robustness_tasks": 20,
         "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "micro_batch_tokens": None,
-                "eval_every": 0, "eval_tasks": 20, "max_new_tokens": 96},
+                "eval_every": 0, "eval_tasks": 20, "max_new_tokens": 192},
         "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
-                 "max_new_tokens": 96, "micro_batch_size": 4, "micro_batch_tokens": None},
+                 "max_new_tokens": 192, "micro_batch_size": 4, "micro_batch_tokens": None},
     }
 
     def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None,
