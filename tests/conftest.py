@@ -9,8 +9,8 @@ import pytest
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from agentic_rl.envs import make_env  # noqa: E402
-from agentic_rl.tiny_build import build_tiny_for_env  # noqa: E402
+from agentic_rl.envs import make_env
+from agentic_rl.tiny_build import build_tiny_for_env
 
 # Small enough that a test trains it in seconds; the same code path as the default tiny preset.
 SMALL = dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab_size=1024)

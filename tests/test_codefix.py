@@ -16,8 +16,8 @@ from agentic_rl.envs.base import Task
 from agentic_rl.envs.codefix.corpus import CORPUS, Module
 from agentic_rl.envs.codefix.env import CodeFixEnv
 from agentic_rl.envs.codefix.grading import grade, pristine_files
-from agentic_rl.envs.codefix.mutate import OPERATORS, mutants
 from agentic_rl.envs.codefix.jail import live_processes
+from agentic_rl.envs.codefix.mutate import OPERATORS, mutants
 from agentic_rl.envs.codefix.sandbox import Limits, Sandbox, isolation_available
 from agentic_rl.envs.codefix.tasks import make_tasks, module_split, valid_mutants
 from agentic_rl.envs.codefix.workspace import Workspace
@@ -76,10 +76,9 @@ def test_workspace_is_a_git_repo_with_one_commit_and_is_removed():
 
 def test_workspace_is_removed_when_the_episode_crashes():
     root = None
-    with pytest.raises(RuntimeError):
-        with Workspace({"a.py": ""}) as ws:
-            root = ws.root
-            raise RuntimeError("agent loop crashed")
+    with pytest.raises(RuntimeError), Workspace({"a.py": ""}) as ws:
+        root = ws.root
+        raise RuntimeError("agent loop crashed")
     assert root is not None and not root.exists()
 
 
@@ -353,7 +352,7 @@ def test_run_test_sees_an_edit_made_within_the_same_second(warm):
 
 
 def test_teacher_retries_transient_faults():
-    env = lambda: CodeFixEnv(fault_rate=0.5)  # noqa: E731
+    env = lambda: CodeFixEnv(fault_rate=0.5)
     from agentic_rl.policies import TeacherPolicy
     from agentic_rl.rollout import run_episodes
 

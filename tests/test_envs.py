@@ -3,7 +3,14 @@ from functools import partial
 import pytest
 
 from agentic_rl.envs import check_env, make_env
-from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, KIND_WEIGHTS, WEATHER_KINDS, ToolUseEnv
+from agentic_rl.envs.tool_use import (
+    CALL_COST,
+    FAULT_TEXT,
+    INVALID_COST,
+    KIND_WEIGHTS,
+    WEATHER_KINDS,
+    ToolUseEnv,
+)
 from agentic_rl.parsing import format_tool_call
 
 
@@ -27,7 +34,7 @@ def test_tasks_are_deterministic_disjoint_and_cover_every_kind(env):
     evals = env.tasks("eval", 400, seed=0)
     assert not {t.prompt for t in train} & {t.prompt for t in evals}
     # search tasks: eval entities are never seen in training, whatever the question
-    ent = lambda ts: {t.reference_calls[0][1]["query"] for t in ts if t.kind == "search"}  # noqa: E731
+    ent = lambda ts: {t.reference_calls[0][1]["query"] for t in ts if t.kind == "search"}
     assert not ent(train) & ent(evals)
     assert {t.kind for t in evals} == {"calc", "weather", "temperature", "search", "trivial", "two_step"}
     prompts = [t.prompt for t in train + evals]

@@ -12,10 +12,16 @@ from agentic_rl.cli import app
 from agentic_rl.envs import make_env
 from agentic_rl.envs.base import PERTURBATIONS
 from agentic_rl.parsing import format_tool_call
-from agentic_rl.policies import HFPolicy, RandomPolicy, SamplingConfig, ScriptPolicy, TeacherPolicy
+from agentic_rl.policies import (
+    HFPolicy,
+    RandomPolicy,
+    SamplingConfig,
+    ScriptPolicy,
+    TeacherPolicy,
+)
 from agentic_rl.rollout import run_episodes
 
-factory = lambda **kw: make_env("tool_use", **kw)  # noqa: E731
+factory = lambda **kw: make_env("tool_use", **kw)
 
 
 def _metric(result, family, name):
@@ -56,7 +62,7 @@ def test_policies_are_ordered_and_every_family_is_in_the_json(results):
 
 
 def test_intervals_contain_the_value_and_are_reproducible(results):
-    for family, metrics in results["noisy"]["overall"].items():
+    for metrics in results["noisy"]["overall"].values():
         for name, m in metrics.items():
             if m["ci95"] is not None:
                 assert m["ci95"][0] - 1e-9 <= m["value"] <= m["ci95"][1] + 1e-9, name
@@ -76,7 +82,7 @@ def _one(task_kind: str, turns: list[str], tmp_path):
 
 
 def test_metric_definitions_on_hand_made_episodes(tmp_path):
-    calc = lambda t: format_tool_call(*t.reference_calls[0])  # noqa: E731
+    calc = lambda t: format_tool_call(*t.reference_calls[0])
     # read the question, call twice the same, then answer right: one redundant call, a loop, an overdue stop
     f = _one("calc", lambda t: [calc(t), calc(t), t.answer], tmp_path)
     assert f["success_rate"] == (1.0, 1.0) and f["redundant_calls_per_episode"] == (1, 1.0)

@@ -40,7 +40,7 @@ def test_grpo_run_logs_the_learning_signal_and_resumes_exactly(trained_dir, tmp_
 
 def test_logprob_check_catches_train_sample_drift(trained_dir, env):
     policy = HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=40))
-    f = lambda: make_env("tool_use")  # noqa: E731
+    f = lambda: make_env("tool_use")
     cfg = GRPOConfig(policy=str(trained_dir), temperature=1.0)
     assert check_logprobs(policy, f, env.tasks("train", 2), cfg, seed=0) < 1e-3
     # sampled at T=1 but scored at T=0.5: exactly the drift the check exists to catch

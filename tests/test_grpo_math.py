@@ -3,7 +3,13 @@ import math
 import pytest
 import torch
 
-from agentic_rl.grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
+from agentic_rl.grpo_math import (
+    aggregate,
+    clipped_surrogate,
+    group_advantages,
+    kl_k3,
+    turn_advantages,
+)
 
 
 def test_group_advantages_on_hand_computed_groups():
@@ -34,7 +40,7 @@ def test_turn_advantages_blame_the_wasted_turn():
     assert a[1] < a[2]  # the wasted turn gets less credit than the answer after it
     (c,) = turn_advantages([[1.0, 1.0]], 1, gamma=0.5)
     assert c == pytest.approx([0.0, 0.0])  # all-equal rewards normalise to 0
-    (d, e) = turn_advantages([[0.0, 1.0], [0.0, 0.0]], 2, gamma=0.5)
+    (d, _) = turn_advantages([[0.0, 1.0], [0.0, 0.0]], 2, gamma=0.5)
     flat = torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=torch.float64)
     m, s = flat.mean().item(), flat.std().item()
     assert d[0] == pytest.approx((0 - m) / (s + 1e-4) + 0.5 * (1 - m) / (s + 1e-4))

@@ -1,7 +1,6 @@
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
-
-import pytest
 
 from agentic_rl.logprobs import common_prefix_len, micro_batches, sequence_logprobs
 

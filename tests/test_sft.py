@@ -13,7 +13,7 @@ from agentic_rl.config import ConfigError, load_config
 from agentic_rl.envs import make_env
 from agentic_rl.logprobs import sequence_logprobs
 from agentic_rl.policies import TeacherPolicy
-from agentic_rl.render import Renderer, Rendered
+from agentic_rl.render import Rendered, Renderer
 from agentic_rl.rollout import run_episodes
 from agentic_rl.sft import SFTConfig, check_turn_budget, train_sft
 
@@ -66,7 +66,7 @@ def test_unknown_config_key_lists_the_valid_ones():
     with pytest.raises(ConfigError) as e:
         load_config(SFTConfig, overrides=["learning_rate=1"])
     assert "unknown key 'learning_rate'" in str(e.value) and "lr" in str(e.value) and "micro_batch_size" in str(e.value)
-    with pytest.raises(ConfigError, match="unknown key 'tiny.depth'.*hidden"):
+    with pytest.raises(ConfigError, match=r"unknown key 'tiny.depth'.*hidden"):
         load_config(SFTConfig, overrides=["tiny.depth=3"])
     with pytest.raises(ConfigError, match="epochs"):
         load_config(SFTConfig, overrides=["epochs=many"])
@@ -74,7 +74,7 @@ def test_unknown_config_key_lists_the_valid_ones():
 
 def test_sft_refuses_demonstration_turns_longer_than_max_new_tokens(tmp_path):
     check_turn_budget([Rendered([1] * 9, [0, 0, 1, 1, 1, 0, 1, 1, 0])], 3)  # turns of 3 and 2 tokens fit
-    with pytest.raises(ConfigError, match="turn of 3 tokens.*max_new_tokens is 2.*max_new_tokens=3"):
+    with pytest.raises(ConfigError, match=r"turn of 3 tokens.*max_new_tokens is 2.*max_new_tokens=3"):
         check_turn_budget([Rendered([1] * 9, [0, 0, 1, 1, 1, 0, 1, 1, 0])], 2)
     # End to end: refused after the demonstrations are rendered, before any training step or checkpoint.
     cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=16", "max_steps=2", "eval_tasks=4", "max_new_tokens=4"])
@@ -87,7 +87,7 @@ def test_resume_refuses_a_different_config(tmp_path):
     cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=32", "max_steps=2", "eval_tasks=4"])
     train_sft(cfg, tmp_path / "run")
     other = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=32", "max_steps=2", "eval_tasks=4", "lr=1e-4"])
-    with pytest.raises(ConfigError, match="lr: 0.002 → 0.0001"):
+    with pytest.raises(ConfigError, match=r"lr: 0\.002 → 0\.0001"):
         train_sft(other, tmp_path / "run", resume=True)
 
 

@@ -1,7 +1,7 @@
 from transformers.utils import get_json_schema
 
 from agentic_rl.envs.tool_use import calculator, search, weather_on, weather_tool
-from agentic_rl.tools import Tool, ToolError, Toolbox
+from agentic_rl.tools import Tool, Toolbox, ToolError
 
 get_weather = weather_tool(lambda: 0)  # the world on day 0
 

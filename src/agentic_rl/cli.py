@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -31,7 +31,7 @@ def _training_errors() -> tuple[type[Exception], ...]:
     return (LogprobMismatchError, TokenContinuityError)
 
 
-def _train(train: Any, cls: Any, ctx: typer.Context, config: Optional[Path], out: Path, resume: bool,
+def _train(train: Any, cls: Any, ctx: typer.Context, config: Path | None, out: Path, resume: bool,
            **explicit: Any) -> None:
     """Resolve the config (file ← options ← key=value) and run a training entry point; errors become messages."""
     try:
@@ -44,9 +44,9 @@ def _train(train: Any, cls: Any, ctx: typer.Context, config: Optional[Path], out
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def run(ctx: typer.Context,
-        env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
+        env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         out: Path = typer.Option(Path("runs/run"), help="Run directory."),
-        config: Optional[Path] = typer.Option(None, help="YAML config file; key=value arguments override it "
+        config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it "
                                                          "(sft.lr=1e-3, grpo.steps=20)."),
         resume: bool = typer.Option(False, help="Continue the run in --out: finished stages are kept.")) -> None:
     """The whole ladder on the built-in tiny policy: demonstrations → SFT → GRPO → held-out comparison."""
@@ -61,9 +61,9 @@ def run(ctx: typer.Context,
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def sft(ctx: typer.Context,
-        env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
+        env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         out: Path = typer.Option(Path("runs/sft"), help="Run directory."),
-        config: Optional[Path] = typer.Option(None, help="YAML config file; key=value arguments override it."),
+        config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it."),
         resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
     """Supervised fine-tuning on noisy-teacher demonstrations. Extra arguments: key=value config overrides."""
     from .sft import SFTConfig, train_sft
@@ -73,10 +73,10 @@ def sft(ctx: typer.Context,
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
 def grpo(ctx: typer.Context,
-         env: Optional[str] = typer.Option(None, help="Environment name (default: tool_use)."),
-         policy: Optional[str] = typer.Option(None, help="Starting policy directory (default: runs/sft/model)."),
+         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
+         policy: str | None = typer.Option(None, help="Starting policy directory (default: runs/sft/model)."),
          out: Path = typer.Option(Path("runs/grpo"), help="Run directory."),
-         config: Optional[Path] = typer.Option(None, help="YAML config file; key=value arguments override it."),
+         config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it."),
          resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
     """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
     from .grpo import GRPOConfig, train_grpo
@@ -91,10 +91,10 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
             n: int = typer.Option(3, help="Number of tasks."),
             group: int = typer.Option(1, help="Samples per task."),
             split: str = typer.Option("eval", help="Task split: train or eval."),
-            task_id: Optional[str] = typer.Option(None, help="Run only this task (by its stable id)."),
+            task_id: str | None = typer.Option(None, help="Run only this task (by its stable id)."),
             seed: int = typer.Option(0, help="Seed for tasks and sampling."),
             temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
-            json_out: Optional[Path] = typer.Option(None, "--json", help="Write the trajectories here (JSON list)."),
+            json_out: Path | None = typer.Option(None, "--json", help="Write the trajectories here (JSON list)."),
             quiet: bool = typer.Option(False, help="Print only the summary.")) -> None:
     """Run a policy in an environment and print its trajectories: turns, tool calls, observations, rewards."""
     from .envs import make_env
@@ -128,19 +128,19 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
 
 @app.command("eval")
 def eval_(env: str = typer.Option("tool_use", help="Environment name."),
-          policy: Optional[str] = typer.Option(None, help="Model directory, teacher, noisy-teacher, random or "
+          policy: str | None = typer.Option(None, help="Model directory, teacher, noisy-teacher, random or "
                                                           "script:FILE."),
           n: int = typer.Option(100, help="Held-out tasks."),
           k: int = typer.Option(3, help="Attempts per task (pass@k, pass^k)."),
           seed: int = typer.Option(0, help="Seed for tasks and sampling."),
           temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
-          tokenizer: Optional[Path] = typer.Option(None, help="Count tokens of a non-model policy with this "
+          tokenizer: Path | None = typer.Option(None, help="Count tokens of a non-model policy with this "
                                                               "model directory's tokenizer and chat template."),
           robustness: bool = typer.Option(True, help="Also run the fault and prompt-perturbation conditions."),
-          baseline: Optional[Path] = typer.Option(None, help="Compare with this earlier eval JSON; exit 1 if worse."),
-          compare: Optional[tuple[Path, Path]] = typer.Option(None, help="Only compare two eval JSON files "
+          baseline: Path | None = typer.Option(None, help="Compare with this earlier eval JSON; exit 1 if worse."),
+          compare: tuple[Path, Path] | None = typer.Option(None, help="Only compare two eval JSON files "
                                                                          "(A = baseline, B = candidate)."),
-          json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result here (JSON).")) -> None:
+          json_out: Path | None = typer.Option(None, "--json", help="Write the result here (JSON).")) -> None:
     """Evaluate a policy on the held-out split in six families: final answer, tool calling, trajectory,
     robustness, cost, regression. With --compare A B: list B's regressions against A, exit 1 if any."""
     from . import evaluation as ev
@@ -171,7 +171,7 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
         raise typer.Exit(1)
 
 
-def _run_eval(env: str, policy: str, n: int, k: int, seed: int, temperature: float, tokenizer: Optional[Path],
+def _run_eval(env: str, policy: str, n: int, k: int, seed: int, temperature: float, tokenizer: Path | None,
               robustness: bool) -> dict[str, Any]:
     from . import evaluation as ev
     from .envs import make_env
@@ -210,12 +210,12 @@ def _print_regressions(worse: list[dict[str, Any]], a: Any, b: Any) -> None:
 
 @app.command()
 def doctor(env: str = typer.Option("tool_use", help="Environment name."),
-           policy: Optional[str] = typer.Option(None, help="Also check this policy (model dir, tiny, noisy-teacher, "
+           policy: str | None = typer.Option(None, help="Also check this policy (model dir, tiny, noisy-teacher, "
                                                            "random, script:FILE): parse rate and GRPO signal."),
            n: int = typer.Option(20, help="Held-out tasks per check."),
            group: int = typer.Option(4, help="G for the GRPO-signal check."),
            temperature: float = typer.Option(1.0, help="Sampling temperature for the policy checks."),
-           json_out: Optional[Path] = typer.Option(None, "--json", help="Write the checks here (JSON list).")) -> None:
+           json_out: Path | None = typer.Option(None, "--json", help="Write the checks here (JSON list).")) -> None:
     """Is this env (and policy) ready for agentic RL? The seed's checklist, each check PASS / WARN / FAIL."""
     from rich.table import Table
 
@@ -248,7 +248,7 @@ def doctor(env: str = typer.Option("tool_use", help="Environment name."),
 def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploit probes (codefix)."),
                 n: int = typer.Option(3, help="Held-out tasks to try every exploit on."),
                 seed: int = typer.Option(0, help="Seed for the tasks."),
-                json_out: Optional[Path] = typer.Option(None, "--json", help="Write the rows here (JSON list).")
+                json_out: Path | None = typer.Option(None, "--json", help="Write the rows here (JSON list).")
                 ) -> None:
     """Try every known reward hack with a scripted agent: naive reward (the agent's own test run) vs guarded reward."""
     from rich.table import Table
@@ -280,7 +280,7 @@ def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploi
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A run directory (from agentic-rl run, sft or grpo)."),
-           out: Optional[Path] = typer.Option(None, help="Where to write the HTML (default: RUN_DIR/report.html).")
+           out: Path | None = typer.Option(None, help="Where to write the HTML (default: RUN_DIR/report.html).")
            ) -> None:
     """Write one self-contained HTML report of a run: config, learning curves, the six-family evaluation,
     exploit probes and a trajectory viewer. `agentic-rl run` writes it at the end of every run."""

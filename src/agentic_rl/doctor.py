@@ -8,8 +8,9 @@ exit non-zero, so it can gate a training job in CI.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import jsonschema
 

@@ -24,14 +24,17 @@ from __future__ import annotations
 import inspect
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from .envs.base import FAULT_TEXT, PERTURBATIONS, Env, Task
-from .metrics import EVAL_SEED_OFFSET  # the same sampling stream as training-time evaluation
+from .metrics import (
+    EVAL_SEED_OFFSET,  # the same sampling stream as training-time evaluation
+)
 from .policies.base import Policy
 from .render import Renderer
 from .rollout import run_episodes
@@ -216,7 +219,7 @@ def aggregate(rows: Sequence[tuple[int, dict[str, tuple[float, float]]]], seed: 
         value = float(num[:, j].sum() / total)
         r = ratios[:, j][~np.isnan(ratios[:, j])]
         ci = [float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))] if len(tasks) > 1 and len(r) else None
-        out[n] = {"value": value, "ci95": ci, "n": int(round(total)) if float(total).is_integer() else float(total)}
+        out[n] = {"value": value, "ci95": ci, "n": round(total) if float(total).is_integer() else float(total)}
     return out
 
 
@@ -281,7 +284,7 @@ def _robustness(env_factory: Callable[..., Env], env: Env, policy: Policy, tasks
     takes_faults = "fault_rate" in inspect.signature(type(env)).parameters
     for p in FAULT_LEVELS if takes_faults else ():
         say(f"robustness: tool faults at {p:g}")
-        factory = lambda p=p: env_factory(fault_rate=p)  # noqa: E731
+        factory = lambda p=p: env_factory(fault_rate=p)
         for t in run_episodes(factory, tasks, policy, seed=seed + EVAL_SEED_OFFSET + 1):
             facts = {f"success_fault_{p:g}": (float(t.success), 1.0)}
             if p > 0:

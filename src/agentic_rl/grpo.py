@@ -16,16 +16,27 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
+from .checkpoint import (
+    atomic_write_json,
+    load_trainer_state,
+    save_checkpoint,
+    save_model_dir,
+)
 from .config import Config
 from .envs import make_env
 from .envs.base import stable_hash
-from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
+from .grpo_math import (
+    aggregate,
+    clipped_surrogate,
+    group_advantages,
+    kl_k3,
+    turn_advantages,
+)
 from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
-from .rollout import run_episodes
 from .reporting import Reporter, ReportTo
+from .rollout import run_episodes
 from .rundir import prepare_run_dir
 from .trajectory import Trajectory
 from .ui import console, progress
@@ -108,7 +119,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     out = Path(out)
     ckpt = prepare_run_dir(cfg, out, resume)
     console.print(f"[bold]GRPO[/] → {out}\n{cfg.to_yaml()}")
-    env_factory = lambda: make_env(cfg.env, **cfg.env_args)  # noqa: E731
+    env_factory = lambda: make_env(cfg.env, **cfg.env_args)
     env = env_factory()
     policy = HFPolicy(ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens))
     model, tok = policy.model, policy.tokenizer

@@ -5,7 +5,8 @@ Kept apart from the training loop (`grpo.py`) so each formula is tested on hand-
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 

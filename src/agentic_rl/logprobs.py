@@ -9,7 +9,8 @@ plain forward over each sequence — `tests/test_logprobs.py` checks values and 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +65,7 @@ def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: fl
     B, T = len(seqs), max(len(s) for s in seqs)
     # Keep at least one token per row outside the prefix so every row has a suffix to run.
     P = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
-    if B == 1 or P < min_shared:
+    if B == 1 or min_shared > P:
         P = 0
     dev = next(model.parameters()).device
     ids = torch.zeros(B, T, dtype=torch.long, device=dev)

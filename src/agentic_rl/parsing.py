@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .tools import Toolbox
 
@@ -45,7 +45,7 @@ class ParseError:
     message: str
 
 
-Parsed = Union[FinalAnswer, ToolCall, ParseError]
+Parsed = FinalAnswer | ToolCall | ParseError
 
 
 def parse_turn(text: str, tools: Toolbox | None = None) -> Parsed:

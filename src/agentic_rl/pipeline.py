@@ -88,7 +88,7 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     Writes DIR/eval/<stage>.json (the `agentic-rl eval` schema) and DIR/eval/<stage>.jsonl (the main run's
     trajectories, for the report's viewer), and DIR/eval/probes.json where the env has exploit probes.
     """
-    env_factory = lambda **kw: make_env(cfg.env, **{**cfg.env_args, **kw})  # noqa: E731
+    env_factory = lambda **kw: make_env(cfg.env, **{**cfg.env_args, **kw})
     env = env_factory()
     tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
     sampling = SamplingConfig(cfg.eval_temperature, cfg.grpo.max_new_tokens)
@@ -101,7 +101,7 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
         with console.status(f"evaluating {name}") as status:
             result, trajs = evaluate(env_factory, policy, tasks, k=1, seed=cfg.seed, renderer=renderer,
                                      robustness_tasks=cfg.robustness_tasks,
-                                     progress=lambda msg: status.update(f"evaluating {name}: {msg}"))
+                                     progress=lambda msg, name=name: status.update(f"evaluating {name}: {msg}"))
         result["policy"] = name
         atomic_write_json(out / "eval" / f"{name}.json", result)
         save_jsonl(trajs, out / "eval" / f"{name}.jsonl")

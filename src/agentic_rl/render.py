@@ -12,8 +12,9 @@ Re-tokenizing that text would change what the policy said, so callers pass each 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ class Reporter:
             else:
                 sink.log(scalars, step=step)
 
-    def __enter__(self) -> "Reporter":
+    def __enter__(self) -> Reporter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .envs.base import Env, Message, Task
 from .parsing import ToolCall, parse_turn

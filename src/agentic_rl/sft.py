@@ -15,15 +15,20 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
+from .checkpoint import (
+    atomic_write_json,
+    load_trainer_state,
+    save_checkpoint,
+    save_model_dir,
+)
 from .config import Config, ConfigError
 from .envs import make_env
 from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .render import Renderer, Rendered, assistant_spans
-from .rollout import run_episodes
+from .render import Rendered, Renderer, assistant_spans
 from .reporting import Reporter, ReportTo
+from .rollout import run_episodes
 from .rundir import prepare_run_dir
 from .tiny_build import build_tiny_for_env
 from .trajectory import save_jsonl
@@ -104,7 +109,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     out = Path(out)
     ckpt = prepare_run_dir(cfg, out, resume)
     console.print(f"[bold]SFT[/] → {out}\n{cfg.to_yaml()}")
-    env_factory = lambda: make_env(cfg.env, **cfg.env_args)  # noqa: E731
+    env_factory = lambda: make_env(cfg.env, **cfg.env_args)
     env = _make_env_checked(env_factory)
 
     # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.

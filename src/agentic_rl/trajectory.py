@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 Outcome = Literal["ok", "truncated", "env_error", "timeout"]
 OUTCOMES: tuple[str, ...] = ("ok", "truncated", "env_error", "timeout")
@@ -41,9 +42,9 @@ class Trajectory:
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
-        if self.ids is not None:
-            if self.mask is None or self.logprobs is None or not len(self.ids) == len(self.mask) == len(self.logprobs):
-                raise ValueError("ids, mask and logprobs must be given together and have the same length")
+        if self.ids is not None and (
+                self.mask is None or self.logprobs is None or not len(self.ids) == len(self.mask) == len(self.logprobs)):
+            raise ValueError("ids, mask and logprobs must be given together and have the same length")
 
     @property
     def n_turns(self) -> int:
@@ -61,7 +62,7 @@ class Trajectory:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trajectory":
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
         return cls(**d)
 
 

@@ -131,7 +131,7 @@ class Env(ABC):
             return replace(task, prompt="  " + task.prompt.replace(" ", "   ") + "\n\n")
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook: most envs hold nothing)
         """Release what the episode holds (temp dirs, processes). Safe to call twice."""
 
 

@@ -33,13 +33,24 @@ import json
 import operator
 import random
 import string
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
-from ..tools import ToolError, Toolbox
-from .base import (FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault, reference_turns, split_of,
-                   stable_hash)
+from ..tools import Toolbox, ToolError
+from .base import (
+    FAULT_TEXT,
+    Env,
+    Message,
+    Split,
+    StepResult,
+    Task,
+    injects_fault,
+    reference_turns,
+    split_of,
+    stable_hash,
+)
 
 CALL_COST = 0.1
 INVALID_COST = 0.2

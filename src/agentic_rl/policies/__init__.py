@@ -32,5 +32,17 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
     raise ValueError(f"unknown policy {spec!r}; valid: {POLICY_SPECS}")
 
 
-__all__ = ["HFPolicy", "POLICY_SPECS", "Policy", "RandomPolicy", "SamplingConfig", "ScriptPolicy", "Session",
-           "TeacherPolicy", "TokenContinuityError", "TokenRecord", "Turn", "load_policy"]
+__all__ = [
+    "POLICY_SPECS",
+    "HFPolicy",
+    "Policy",
+    "RandomPolicy",
+    "SamplingConfig",
+    "ScriptPolicy",
+    "Session",
+    "TeacherPolicy",
+    "TokenContinuityError",
+    "TokenRecord",
+    "Turn",
+    "load_policy",
+]

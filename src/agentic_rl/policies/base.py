@@ -6,8 +6,9 @@ Model policies and scripted ones (teacher, noisy teacher, random, replay) look t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from ..envs.base import Env, Message, Task
 

@@ -10,9 +10,9 @@ dropped from the cache so later steps cost less.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer

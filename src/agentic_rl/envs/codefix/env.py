@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ...parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
-from ...tools import ToolError, Toolbox
+from ...tools import Toolbox, ToolError
 from ..base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault
 from .corpus import BY_NAME, CORPUS, Module
 from .grading import Grade, grade, pristine_files

@@ -55,7 +55,7 @@ def plain(x, depth=0):
     return ["<not plain data>", t.__name__]
 '''
 _ns: dict[str, Any] = {}
-exec(PLAIN_SRC, _ns)  # noqa: S102 — our own constant source, shared with the child
+exec(PLAIN_SRC, _ns)
 plain = _ns["plain"]
 
 HIDDEN_RUNNER = PLAIN_SRC + '''

@@ -13,8 +13,8 @@ or expression statement replaced by `pass`).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 OPERATORS = ("operator_swap", "comparison_flip", "boolean_swap", "off_by_one", "wrong_constant", "swapped_arguments",
              "dropped_negation", "wrong_variable", "removed_statement")

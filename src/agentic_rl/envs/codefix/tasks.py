@@ -14,7 +14,7 @@ import json
 import random
 import shutil
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from ..base import Split, Task, split_of, stable_hash
@@ -77,7 +77,7 @@ def _case_results(module: Module, sources: list[str], cases: list, early_stop: b
     return json.loads(lines[-1][len(MARKER):])
 
 
-@lru_cache(maxsize=None)
+@cache
 def valid_mutants(module: Module) -> tuple[Mutant, ...]:
     """The module's mutants that make good tasks (see the module docstring)."""
     candidates = mutants(module.source)

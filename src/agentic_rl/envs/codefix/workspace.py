@@ -35,7 +35,7 @@ class Workspace:
                        env={**os.environ, "GIT_AUTHOR_DATE": "2000-01-01T00:00:00", "GIT_COMMITTER_DATE":
                             "2000-01-01T00:00:00"})
 
-    def __enter__(self) -> "Workspace":
+    def __enter__(self) -> Workspace:
         return self
 
     def __exit__(self, *exc: object) -> None:
