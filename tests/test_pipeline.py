@@ -14,6 +14,11 @@ def test_run_goes_through_every_stage_and_writes_the_comparison(short_run):
         assert {"success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate",
                 "correct_stop_rate"} <= set(stage["eval"])
     assert "held-out evaluation" in r.output and "correct_stop_rate" in r.output
+    # the models again at temperature 0 (the noisy teacher has no temperature)
+    assert "greedy" not in s["stages"]["teacher"] and "success_rate (greedy)" in r.output
+    for stage in ("sft", "grpo"):
+        greedy = s["stages"][stage]["greedy"]
+        assert greedy["episodes"] == 8 and 0.0 <= greedy["success_rate"] <= 1.0
     for stage in ("teacher", "sft", "grpo"):  # the six-family evaluation and the trajectories behind it
         result = json.loads((out / "eval" / f"{stage}.json").read_text())
         assert result["tasks"] == 8 and result["robustness_tasks"] == 4 and "robustness" in result["overall"]

@@ -21,6 +21,7 @@ from .grpo import GRPOConfig, train_grpo
 from .metrics import summarize
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .report import write_report
+from .rollout import run_episodes
 from .sft import SFTConfig, train_sft
 from .trajectory import save_jsonl
 from .ui import console
@@ -39,6 +40,10 @@ class RunConfig(Config):
     """Held-out tasks for the final comparison of teacher, SFT and GRPO."""
     eval_temperature: float = 1.0
     """Sampling temperature of the final comparison."""
+    greedy_eval: bool = True
+    """Also run the SFT and GRPO policies greedily (temperature 0) on the same tasks: `stages.<s>.greedy`. Sampled,
+    a small policy fails on the tail of its distribution; greedy shows whether its most likely action is right (on
+    tool_use the SFT policy: 0.545 sampled, 0.86 greedy, noisy teacher 0.76). verl validates greedily by default."""
     robustness_tasks: int = 50
     """Held-out tasks for each robustness condition (3 fault rates, 4 prompt perturbations) of the comparison."""
     probe_tasks: int = 3
@@ -106,6 +111,11 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
         atomic_write_json(out / "eval" / f"{name}.json", result)
         save_jsonl(trajs, out / "eval" / f"{name}.jsonl")
         stages[name] = {"eval": summarize(trajs)}
+        if cfg.greedy_eval and isinstance(policy, HFPolicy):
+            greedy = HFPolicy(policy.path, SamplingConfig(0.0, cfg.grpo.max_new_tokens), model=policy.model,
+                              tokenizer=policy.tokenizer)
+            with console.status(f"evaluating {name} greedily"):
+                stages[name]["greedy"] = summarize(run_episodes(env_factory, tasks, greedy, seed=cfg.seed))
     if cfg.probe_tasks:
         with console.status("probing reward hacks"):
             rows = env.probe_hacks(tasks[: cfg.probe_tasks])
@@ -132,4 +142,7 @@ def comparison_table(stages: dict[str, dict[str, Any]]) -> Table:
     for key in STAGE_KEYS:
         vals = [stages[n]["eval"].get(key) for n in stages]
         table.add_row(key, *("—" if v is None else f"{v:.3f}" for v in vals))
+    if any("greedy" in s for s in stages.values()):
+        vals = [stages[n].get("greedy", {}).get("success_rate") for n in stages]
+        table.add_row("success_rate (greedy)", *("—" if v is None else f"{v:.3f}" for v in vals))
     return table
