@@ -30,6 +30,7 @@ def test_report_is_self_contained_and_has_every_section(short_run):
     # nothing fetched from anywhere: no external scripts, styles, images or fonts
     assert not re.search(r'(src|href)="(https?:)?//', page) and "@import" not in page
     assert 'class="gen"' in page  # the policy's own tokens are highlighted in the viewer
+    assert "<th>success_rate (greedy)</th><td>—</td>" in page  # the models greedily too; the teacher has no T
 
 
 def test_report_cli_names_what_is_missing(tmp_path):

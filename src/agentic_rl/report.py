@@ -296,6 +296,10 @@ def _comparison(summary: dict[str, Any] | None) -> str:
     rows = "".join(f"<tr><th>{k}</th>" + "".join(
         "<td>—</td>" if stages[s]["eval"].get(k) is None else f'<td>{stages[s]["eval"][k]:.3f}</td>' for s in stages)
         + "</tr>" for k in keys)
+    if any("greedy" in stages[s] for s in stages):
+        rows += "<tr><th>success_rate (greedy)</th>" + "".join(
+            "<td>—</td>" if "greedy" not in stages[s] else f'<td>{stages[s]["greedy"]["success_rate"]:.3f}</td>'
+            for s in stages) + "</tr>"
     return (f'<section id="summary"><h2>Teacher vs SFT vs GRPO</h2><p>env <b>{esc(str(summary.get("env")))}</b>, '
             f'{summary.get("eval_tasks")} held-out tasks, whole run {summary.get("wall_seconds")} s.</p><table><tr>'
             "<th>metric</th>" + "".join(f"<th>{esc(s)}</th>" for s in stages) + f"</tr>{rows}</table></section>")
