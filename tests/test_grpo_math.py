@@ -3,13 +3,7 @@ import math
 import pytest
 import torch
 
-from agentic_rl.grpo_math import (
-    aggregate,
-    clipped_surrogate,
-    group_advantages,
-    kl_k3,
-    turn_advantages,
-)
+from agentic_rl.grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
 
 
 def test_group_advantages_on_hand_computed_groups():

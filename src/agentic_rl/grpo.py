@@ -16,22 +16,11 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from .checkpoint import (
-    atomic_write_json,
-    load_trainer_state,
-    save_checkpoint,
-    save_model_dir,
-)
+from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
 from .config import Config
 from .envs import make_env
 from .envs.base import stable_hash
-from .grpo_math import (
-    aggregate,
-    clipped_surrogate,
-    group_advantages,
-    kl_k3,
-    turn_advantages,
-)
+from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
 from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig

@@ -15,12 +15,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from .checkpoint import (
-    atomic_write_json,
-    load_trainer_state,
-    save_checkpoint,
-    save_model_dir,
-)
+from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
 from .config import Config, ConfigError
 from .envs import make_env
 from .logprobs import micro_batches, sequence_logprobs
