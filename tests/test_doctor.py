@@ -66,6 +66,24 @@ def test_untrained_policy_is_told_to_do_sft_first(tiny_dir):
     assert r.exit_code == 1 and "FAIL" in r.output
 
 
+def test_turns_the_sampler_would_cut_off_fail_with_the_limit_to_set(tiny_dir):
+    from agentic_rl.doctor import check_turn_limit
+    from agentic_rl.rollout import run_episodes
+
+    env = make_env("tool_use")
+    tasks = [t for t in env.tasks("eval", 40) if t.kind == "two_step"][:3]  # calls with arguments: the long turns
+    teacher = run_episodes(lambda: make_env("tool_use"), tasks, TeacherPolicy(), seed=0)
+    short = check_turn_limit(teacher, HFPolicy(tiny_dir, SamplingConfig(max_new_tokens=8)))
+    assert short.verdict == "FAIL" and "samples at most 8" in short.measured
+    longest = int(short.next_step.rsplit(" ", 1)[1])
+    assert longest > 8 and f"longest turn is {longest} tokens" in short.measured
+    assert check_turn_limit(teacher, HFPolicy(tiny_dir, SamplingConfig(max_new_tokens=longest))).verdict == "PASS"
+    assert check_turn_limit(teacher, TeacherPolicy()) is None  # no tokens, no limit
+    checks = _by_name(run_doctor(lambda: make_env("tool_use"), HFPolicy(tiny_dir, SamplingConfig(max_new_tokens=8)),
+                                 n=3, group=2))
+    assert checks["turns fit the sampler"].verdict == "FAIL"
+
+
 def test_variance_from_shaping_alone_is_not_a_learning_signal():
     from agentic_rl.doctor import check_grpo_signal
     from agentic_rl.trajectory import Trajectory

@@ -17,6 +17,7 @@ import jsonschema
 from .envs.base import Env, check_env
 from .parsing import ParseError, parse_turn
 from .policies import Policy, RandomPolicy, TeacherPolicy
+from .render import longest_assistant_turn
 from .rollout import run_episodes
 from .trajectory import Trajectory
 
@@ -167,6 +168,19 @@ def check_grpo_signal(trajs: list[Trajectory], group: int, temperature: float) -
     return Check("GRPO has a learning signal", "WARN" if live > 0 else "FAIL", measured, step)
 
 
+def check_turn_limit(teacher: list[Trajectory], policy: Policy) -> Check | None:
+    """The teacher's turns, in the policy's tokens, must fit the policy's per-turn sampling limit: a turn the
+    sampler cuts off is a broken action however good the policy is (codefix's edit_file calls run to ~150 tokens)."""
+    renderer, sampling = getattr(policy, "renderer", None), getattr(policy, "sampling", None)
+    if renderer is None or sampling is None:
+        return None
+    longest = longest_assistant_turn(renderer.render(t.messages) for t in teacher)
+    measured = f"the teacher's longest turn is {longest} tokens; the policy samples at most {sampling.max_new_tokens}"
+    if longest <= sampling.max_new_tokens:
+        return Check("turns fit the sampler", "PASS", measured, "")
+    return Check("turns fit the sampler", "FAIL", measured, f"sample with max_new_tokens ≥ {longest}")
+
+
 def _text(message: dict[str, Any]) -> str:
     if message.get("tool_calls"):
         from .parsing import format_tool_call
@@ -197,6 +211,9 @@ def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int 
         eos = getattr(getattr(policy, "renderer", None), "eos_id", None)
         checks += [check_parse_rate(sampled, env, eos), check_beats_random(sampled, random_),
                    check_grpo_signal(sampled, group, temperature)]
+        limit = check_turn_limit(teacher, policy)
+        if limit is not None:
+            checks.append(limit)
     return checks
 
 

@@ -12,7 +12,7 @@ Re-tokenizing that text would change what the policy said, so callers pass each 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +121,11 @@ class Renderer:
         if ids and ids[-1] == self.eos_id:
             ids = ids[:-1]
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def longest_assistant_turn(rendered: Iterable[Rendered]) -> int:
+    """Tokens in the longest assistant turn (its end-of-turn token included) of these rendered conversations."""
+    return max((end - start for r in rendered for start, end in assistant_spans(r.mask)), default=0)
 
 
 def assistant_spans(mask: Sequence[int]) -> list[tuple[int, int]]:

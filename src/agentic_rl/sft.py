@@ -21,7 +21,7 @@ from .envs import make_env
 from .logprobs import micro_batches, sequence_logprobs
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .render import Rendered, Renderer, assistant_spans
+from .render import Rendered, Renderer, longest_assistant_turn
 from .reporting import Reporter, ReportTo
 from .rollout import run_episodes
 from .rundir import prepare_run_dir
@@ -197,7 +197,7 @@ def check_turn_budget(data: list[Rendered], max_new_tokens: int) -> None:
     SFT would teach turns the policy can never finish when it samples: every such turn is cut at the limit, and
     on codefix 29 % of the teacher's edit_file calls (96 to 150 tokens) were, so the trained policy wrote edits
     that broke off mid-argument."""
-    longest = max((end - start for d in data for start, end in assistant_spans(d.mask)), default=0)
+    longest = longest_assistant_turn(data)
     if longest > max_new_tokens:
         raise ConfigError(f"a demonstration has an assistant turn of {longest} tokens (with its end-of-turn token), "
                           f"but max_new_tokens is {max_new_tokens}: sampling would cut it off. Set "
