@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from agentic_rl.logprobs import common_prefix_len, micro_batches, sequence_logprobs
+from agentic_rl.logprobs import SharedPrefix, common_prefix_len, micro_batches, sequence_logprobs
 
 
 def _plain(model, seq):
@@ -83,3 +83,34 @@ def test_micro_batched_gradient_equals_one_batch(tiny_dir):
         part.sum().backward()
     for a, p in zip(whole, model.parameters()):
         assert torch.allclose(a, p.grad, atol=1e-5, rtol=1e-4)  # the tolerance of the shared-prefix test above
+
+
+def test_prefix_run_once_per_batch_gives_the_same_values_and_gradients(tiny_dir):
+    """A SharedPrefix (the batch's prefix run once for all its micro-batches) changes the cost, not the numbers."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float64)
+    torch.manual_seed(2)
+    prefix = torch.randint(5, 1000, (30,)).tolist()
+    seqs = [prefix + torch.randint(5, 1000, (n,)).tolist() for n in (4, 9, 2, 14, 6)]
+    masks = [[0] * 28 + [1] * (len(s) - 28) for s in seqs]  # the last two prefix tokens are trained on too
+    groups = micro_batches(seqs, max_rows=2)
+    assert len(groups) == 3
+    per_micro = []
+    for g in groups:
+        logp, _ = sequence_logprobs(model, [seqs[i] for i in g], masks=[masks[i] for i in g])
+        logp.sum().backward()
+        per_micro.append(logp.detach())
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    shared = SharedPrefix(model, seqs)
+    assert shared.length == 30
+    for g, before in zip(groups, per_micro):
+        logp, _ = sequence_logprobs(model, [seqs[i] for i in g], masks=[masks[i] for i in g], prefix=shared)
+        assert torch.allclose(logp, before, atol=1e-10)
+        logp.sum().backward()
+    shared.backward()
+    for e, p in zip(expected, model.parameters()):
+        # The tolerance of the tests above: per-micro-batch and whole-batch gradients differ by as much (~1e-7 of
+        # the largest entries, float64), and a SharedPrefix equals the whole-batch gradient to that rounding.
+        assert torch.allclose(e, p.grad, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="SharedPrefix"):
+        sequence_logprobs(model, [[1] * 40, [2] * 40], prefix=SharedPrefix(model, seqs))

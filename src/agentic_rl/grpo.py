@@ -21,7 +21,7 @@ from .config import Config
 from .envs import make_env
 from .envs.base import stable_hash
 from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
-from .logprobs import micro_batches, sequence_logprobs
+from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
 from .reporting import Reporter, ReportTo
@@ -173,9 +173,11 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
             n_tokens = sum(sum(t.mask) for t in used)
             groups_of_rows = micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens)
             for _ in range(cfg.mu):
+                shared = SharedPrefix(model, [t.ids for t in used])  # the system prompt, once per pass
                 for rows in groups_of_rows:
                     _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
-                                n_tokens, stats)
+                                n_tokens, stats, shared)
+                shared.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -222,10 +224,13 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
 
 
 def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
-                n_seqs: int, n_tokens: int, stats: dict[str, float]) -> None:
-    """Forward, loss and backward for one micro-batch; the loss is scaled so micro-batches sum to the batch loss."""
+                n_seqs: int, n_tokens: int, stats: dict[str, float], shared: SharedPrefix | None = None) -> None:
+    """Forward, loss and backward for one micro-batch; the loss is scaled so micro-batches sum to the batch loss.
+
+    With `shared`, the batch's common prefix is not run again here; the caller calls `shared.backward()`."""
     ids, masks = [t.ids for t in micro], [t.mask for t in micro]
-    logp, entropy = sequence_logprobs(model, ids, cfg.temperature, with_entropy=True, masks=masks)  # (B, T)
+    logp, entropy = sequence_logprobs(model, ids, cfg.temperature, with_entropy=True, masks=masks,
+                                      prefix=shared)  # (B, T)
     B, T = logp.shape
     mask = torch.zeros(B, T)
     old = torch.zeros(B, T)

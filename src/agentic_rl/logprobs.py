@@ -53,20 +53,70 @@ def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int 
     return out + [cur]
 
 
+class SharedPrefix:
+    """The prefix every row of a whole batch shares, run once for all of the batch's micro-batches.
+
+    Per micro-batch, `sequence_logprobs` runs the micro-batch's common prefix (the system prompt) again: on a
+    32-demonstration SFT step in two micro-batches that is a fifth of the step (80 ms per run, measured), and more
+    micro-batches, which would pad less, cost one more run each. Given a SharedPrefix, `sequence_logprobs` attends
+    to its keys and values instead. Their gradients collect on detached copies across the micro-batches'
+    backward passes, and `backward()`, called once after the last of them, sends the sum through the prefix's own
+    graph — the same gradient as running the prefix in every micro-batch (tests/test_logprobs.py checks it).
+    """
+
+    def __init__(self, model: Any, seqs: Sequence[Sequence[int]], min_shared: int = 16):
+        # Keep at least one token per row outside the prefix so every row has a suffix to run.
+        length = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
+        self.length = length if len(seqs) > 1 and length >= min_shared else 0
+        self.ids = list(seqs[0][: self.length])
+        self._roots: list[torch.Tensor] = []
+        self._leaves: list[torch.Tensor] = []
+        if self.length:
+            dev = next(model.parameters()).device
+            cache = DynamicCache(config=model.config)
+            hidden = model.get_decoder()(input_ids=torch.tensor([self.ids], device=dev), cache=cache,
+                                         use_cache=True).last_hidden_state  # (1, P, H)
+            self._roots = [hidden] + [t for layer in cache.layers for t in (layer.keys, layer.values)]
+            self._leaves = [t.detach().requires_grad_(t.requires_grad) for t in self._roots]
+
+    def expanded(self, model: Any, rows: int) -> tuple[torch.Tensor, DynamicCache]:
+        """The prefix's hidden states (rows, P, H) and a fresh cache holding its keys/values for `rows` rows."""
+        cache = DynamicCache(config=model.config)
+        for i in range(len(self._leaves) // 2):
+            k, v = self._leaves[1 + 2 * i], self._leaves[2 + 2 * i]
+            cache.update(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1), i)
+        return self._leaves[0].expand(rows, -1, -1), cache
+
+    def backward(self) -> None:
+        """Send the gradients the micro-batches left on the prefix through its forward pass (once)."""
+        pairs = [(r, leaf.grad) for r, leaf in zip(self._roots, self._leaves) if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward([r for r, _ in pairs], [g for _, g in pairs])
+        self._roots, self._leaves = [], []
+
+
 def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: float = 1.0,
                       with_entropy: bool = False, masks: Sequence[Sequence[int]] | None = None,
-                      min_shared: int = 16) -> tuple[torch.Tensor, torch.Tensor | None]:
+                      min_shared: int = 16, prefix: SharedPrefix | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """logp[b, t] = log p(seqs[b][t] | seqs[b][:t]) under logits / temperature; 0 at t = 0 and on padding.
 
     With `masks`, only positions where masks[b][t] == 1 are computed (the rest are 0): the vocabulary projection
     is most of the cost for a small model, and a trainer needs it only on the policy's tokens.
+    With `prefix` (a SharedPrefix of a batch these rows belong to), its prefix is not run again; call its
+    `backward()` after the last micro-batch's.
     Returns (logp, entropy) with shape (B, T_max); entropy (of the full next-token distribution) only when asked.
     """
     B, T = len(seqs), max(len(s) for s in seqs)
-    # Keep at least one token per row outside the prefix so every row has a suffix to run.
-    P = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
-    if B == 1 or min_shared > P:
-        P = 0
+    if prefix is not None and prefix.length:
+        P = prefix.length
+        if any(list(s[:P]) != prefix.ids for s in seqs):
+            raise ValueError("sequence_logprobs: these rows do not start with the SharedPrefix given")
+    else:
+        # Keep at least one token per row outside the prefix so every row has a suffix to run.
+        P = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
+        if B == 1 or min_shared > P:
+            P = 0
     dev = next(model.parameters()).device
     ids = torch.zeros(B, T, dtype=torch.long, device=dev)
     want = torch.zeros(B, T, dtype=torch.bool, device=dev)
@@ -78,14 +128,18 @@ def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: fl
 
     base, head = model.get_decoder(), model.get_output_embeddings()
     if P > 0:
-        cache = DynamicCache(config=model.config)
-        prefix_h = base(input_ids=ids[:1, :P], cache=cache, use_cache=True).last_hidden_state  # (1, P, H)
-        cache.batch_repeat_interleave(B)
+        if prefix is not None and prefix.length:
+            prefix_h, cache = prefix.expanded(model, B)
+        else:
+            cache = DynamicCache(config=model.config)
+            prefix_h = base(input_ids=ids[:1, :P], cache=cache, use_cache=True).last_hidden_state  # (1, P, H)
+            cache.batch_repeat_interleave(B)
+            prefix_h = prefix_h.expand(B, -1, -1)
         pos = torch.arange(P, T, device=dev).expand(B, T - P)
         attn = torch.cat([torch.ones(B, P, dtype=torch.long, device=dev), valid[:, P:]], dim=1)
         suffix_h = base(input_ids=ids[:, P:], attention_mask=attn, position_ids=pos, cache=cache,
                         use_cache=True).last_hidden_state  # (B, T-P, H)
-        hidden = torch.cat([prefix_h.expand(B, -1, -1), suffix_h], dim=1)  # (B, T, H)
+        hidden = torch.cat([prefix_h, suffix_h], dim=1)  # (B, T, H)
     else:
         hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state  # (B, T, H)
 

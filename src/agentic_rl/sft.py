@@ -18,7 +18,7 @@ from pydantic import Field
 from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
 from .config import Config, ConfigError
 from .envs import make_env
-from .logprobs import micro_batches, sequence_logprobs
+from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .render import Rendered, Renderer, longest_assistant_turn
@@ -154,9 +154,11 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
             batch = [data[i] for i in order[k * cfg.batch_size:(k + 1) * cfg.batch_size]]
             n_tokens = sum(sum(d.mask) for d in batch)
             loss_sum = 0.0
+            shared = SharedPrefix(model, [d.ids for d in batch])  # the system prompt, run once for the step
             for rows in micro_batches([d.ids for d in batch], cfg.micro_batch_size, cfg.micro_batch_tokens):
                 micro = [batch[i] for i in rows]
-                logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro])  # (B, T)
+                logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro],
+                                            prefix=shared)  # (B, T)
                 mask = torch.zeros_like(logp)
                 for b, d in enumerate(micro):
                     mask[b, : len(d.mask)] = torch.tensor(d.mask, dtype=logp.dtype)
@@ -164,6 +166,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 loss = -(logp * mask).sum() / n_tokens
                 loss.backward()
                 loss_sum += loss.item()
+            shared.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             opt.step()
             sched.step()
