@@ -1,9 +1,11 @@
-"""SFT step time: micro-batches in arrival order vs rows sorted by length under a token budget.
+"""SFT step time: micro-batches in arrival order vs rows sorted by length under a token budget, and the shared
+system prompt run once per micro-batch vs once per step.
 
-An SFT step on tool_use runs 32 noisy-teacher demonstrations (forward + backward, the shared system prompt computed
-once per micro-batch by logprobs.sequence_logprobs). Demonstrations differ a lot in length, so micro-batches taken
-in arrival order are mostly padding; `logprobs.micro_batches` sorts the rows by length and packs them under a
-padded-token budget. Both are measured interleaved in one run, on the same batches; the gradients are the same sum.
+An SFT step on tool_use runs 32 noisy-teacher demonstrations (forward + backward). Demonstrations differ a lot in
+length, so micro-batches taken in arrival order are mostly padding; `logprobs.micro_batches` sorts the rows by
+length and packs them under a padded-token budget. `sequence_logprobs` runs the rows' common prefix (the system
+prompt) once per micro-batch; with a `logprobs.SharedPrefix` (what sft.py and grpo.py use) it runs once per step.
+All three are measured interleaved in one run, on the same batches; the gradients are the same sum.
 
     python benchmarks/sft_step.py [--steps 10] [--json FILE]
 """
@@ -19,20 +21,24 @@ from pathlib import Path
 import torch
 
 from agentic_rl.envs import make_env
-from agentic_rl.logprobs import common_prefix_len, micro_batches, sequence_logprobs
+from agentic_rl.logprobs import SharedPrefix, common_prefix_len, micro_batches, sequence_logprobs
 from agentic_rl.policies import HFPolicy, TeacherPolicy
 from agentic_rl.render import Renderer
 from agentic_rl.rollout import run_episodes
 from agentic_rl.tiny_build import build_tiny_for_env
 
 
-def step_seconds(model, batch, groups: list[list[int]]) -> float:
-    """Seconds for one forward/backward over `batch` in the micro-batches `groups` (row indices)."""
+def step_seconds(model, batch, groups: list[list[int]], prefix_once: bool = False) -> float:
+    """Seconds for one forward/backward over `batch` in the micro-batches `groups` (row indices); with
+    `prefix_once`, the batch's common prefix runs once for all of them (a SharedPrefix)."""
     t0 = time.perf_counter()
+    shared = SharedPrefix(model, [d.ids for d in batch]) if prefix_once else None
     for rows in groups:
         micro = [batch[i] for i in rows]
-        logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro])
+        logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro], prefix=shared)
         logp.sum().backward()
+    if shared is not None:
+        shared.backward()
     model.zero_grad(set_to_none=True)
     return time.perf_counter() - t0
 
@@ -62,10 +68,11 @@ def main() -> None:
         return micro_batches([d.ids for d in batch], args.batch, args.tokens)
 
     step_seconds(model, batches[0], arrival(batches[0]))  # warm-up
-    times: dict[str, list[float]] = {"arrival": [], "sorted": []}
+    times: dict[str, list[float]] = {"arrival": [], "sorted": [], "prefix_once": []}
     for batch in batches:  # interleaved: a 2-core machine drifts between back-to-back runs
         times["arrival"].append(step_seconds(model, batch, arrival(batch)))
         times["sorted"].append(step_seconds(model, batch, by_length(batch)))
+        times["prefix_once"].append(step_seconds(model, batch, by_length(batch), prefix_once=True))
     # Positions run beyond each batch's shared prefix (which is computed once), padded vs real.
     shared = [common_prefix_len([d.ids for d in b]) for b in batches]
     real = sum(len(d.ids) - p for b, p in zip(batches, shared) for d in b)
@@ -74,13 +81,16 @@ def main() -> None:
     mean = {k: sum(v) / len(v) for k, v in times.items()}
     result = {"arrival_s_per_step": round(mean["arrival"], 3), "sorted_s_per_step": round(mean["sorted"], 3),
               "speedup": round(mean["arrival"] / mean["sorted"], 2),
+              "prefix_once_s_per_step": round(mean["prefix_once"], 3),
+              "prefix_once_speedup": round(mean["sorted"] / mean["prefix_once"], 2),
               "padded_over_real_suffix_tokens": {k: round(v / real, 2) for k, v in padded.items()},
               "batch": args.batch, "rows": args.rows, "tokens": args.tokens, "steps": args.steps,
               "threads": torch.get_num_threads()}
     print(f"arrival order, {args.rows} rows per micro-batch: {mean['arrival']:.3f} s/step")
     print(f"sorted by length, ≤ {args.tokens} padded tokens:  {mean['sorted']:.3f} s/step")
+    print(f"  + the system prompt once per step:    {mean['prefix_once']:.3f} s/step")
     print(f"speedup = {result['speedup']}  (padded/real positions after the prompt: "
-          f"{result['padded_over_real_suffix_tokens']})")
+          f"{result['padded_over_real_suffix_tokens']}); prefix once: {result['prefix_once_speedup']}× more")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 
