@@ -1,9 +1,10 @@
-"""Per-token logprobs of whole sequences under a causal LM, computing a shared prefix once per micro-batch.
+"""Per-token logprobs of whole sequences under a causal LM, computing a shared prefix once.
 
 Every episode of one env opens with the same system prompt (the tool schemas): often most of its tokens. Training
 SFT or GRPO on full sequences would spend most of its compute re-encoding that prefix for every row. Here the
 longest common prefix of the micro-batch is run once (batch 1), its KV cache is expanded to all rows, and only the
-rows' own suffixes are run on top. Gradients flow through the prefix as usual, so the result is the same as a
+rows' own suffixes are run on top; a `SharedPrefix` goes one step further and runs a whole batch's prefix once for
+all of its micro-batches. Gradients flow through the prefix as usual, so the result is the same as a
 plain forward over each sequence — `tests/test_logprobs.py` checks values and gradients against one.
 """
 
