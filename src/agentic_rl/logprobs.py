@@ -112,7 +112,8 @@ def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: fl
     if prefix is not None and prefix.length:
         P = prefix.length
         if any(list(s[:P]) != prefix.ids for s in seqs):
-            raise ValueError("sequence_logprobs: these rows do not start with the SharedPrefix given")
+            raise ValueError("sequence_logprobs: these rows do not start with the SharedPrefix given; build it "
+                             "from the whole batch these micro-batch rows come from")
     else:
         # Keep at least one token per row outside the prefix so every row has a suffix to run.
         P = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
