@@ -25,9 +25,22 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 NAME = "sdpa_packed_gqa"
 
 
+# Set on an attention module by `last_position.py` while only its last query position's output will be read.
+LAST_QUERY_ONLY = "_agentic_rl_last_query_only"
+
+
 def packed_gqa_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """Same signature and result as `sdpa_attention_forward`: returns (batch, q, heads, head_dim), None."""
+    q_len = query.shape[2]
+    if q_len > 1 and getattr(module, LAST_QUERY_ONLY, False):
+        # Attend from the last position alone (it sees every key: the causal mask's last row, or the given one's);
+        # the other positions' outputs stay zero and are never read.
+        mask = attention_mask[:, :, -1:] if attention_mask is not None else None
+        last, _ = packed_gqa_sdpa(module, query[:, :, -1:], key, value, mask, **kwargs)
+        out = last.new_zeros(last.shape[0], q_len, *last.shape[2:])
+        out[:, -1:] = last
+        return out, None
     groups = getattr(module, "num_key_value_groups", 1)
     batch, heads, q_len, dim = query.shape
     if (groups == 1 or q_len == 1 or attention_mask is None or attention_mask.shape[1] != 1

@@ -25,6 +25,7 @@ from ..render import Renderer
 from .attention import NAME as PACKED_GQA
 from .base import Policy, Session, TokenRecord, Turn
 from .kv_cache import growing_cache
+from .last_position import last_position_only
 
 warm_up_vml()  # before any model runs: oneMKL's racy first call would make fresh processes differ (numerics.py)
 
@@ -114,8 +115,9 @@ class HFSession(Session):
                 pos[r, width - len(toks):] = torch.arange(ep.cached, ep.cached + len(toks))
                 ep.cached += len(toks)
         self.attn = torch.cat([self.attn, valid], dim=1)
-        out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache, use_cache=True,
-                         logits_to_keep=1)  # only the last position is sampled from
+        with last_position_only(self.model):  # only the last position is sampled from
+            out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache,
+                             use_cache=True, logits_to_keep=1)
         self.cache = out.cache if self.cache is None else self.cache
         last = out.logits[:, -1, :].float()
         return {e: last[r] for r, e in enumerate(self.rows) if feeds.get(e)}
