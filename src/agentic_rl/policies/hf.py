@@ -4,8 +4,9 @@ How the batch works. Every episode is a row of one KV cache (`kv_cache.py`, whic
 advance together, one cache slot per forward; a row with nothing to add that step gets a masked slot (a "hole", attention mask 0) and positions are
 given explicitly, so each row sees exactly its own tokens at positions 0, 1, 2, … — the same as a plain forward
 over its sequence. The G samples of a task share one prompt prefill (rows are copied after it). Tool observations
-are prefilled in one batched forward, not re-encoded with the whole context, and finished episodes' rows are
-dropped from the cache so later steps cost less.
+are prefilled in one batched forward, not re-encoded with the whole context (and without the last layer's work at
+positions no logit is read from: `last_position.py`), and finished episodes' rows are dropped from the cache so
+later steps cost less.
 """
 
 from __future__ import annotations
