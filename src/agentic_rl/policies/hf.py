@@ -12,6 +12,7 @@ later steps cost less.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +117,8 @@ class HFSession(Session):
                 pos[r, width - len(toks):] = torch.arange(ep.cached, ep.cached + len(toks))
                 ep.cached += len(toks)
         self.attn = torch.cat([self.attn, valid], dim=1)
-        with last_position_only(self.model):  # only the last position is sampled from
+        # Only the last position is sampled from; a one-token decode step has nothing to skip.
+        with last_position_only(self.model) if width > 1 else nullcontext():
             out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=1)
         self.cache = out.cache if self.cache is None else self.cache
