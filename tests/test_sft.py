@@ -15,18 +15,19 @@ from agentic_rl.logprobs import sequence_logprobs
 from agentic_rl.policies import TeacherPolicy
 from agentic_rl.render import Rendered, Renderer
 from agentic_rl.rollout import run_episodes
-from agentic_rl.sft import SFTConfig, check_turn_budget, train_sft
+from agentic_rl.sft import SFTConfig, build_optimizers, check_turn_budget, train_sft
 
 from .conftest import SMALL_SFT
 
 
-def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env):
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env, optimizer):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)
     r = Renderer(AutoTokenizer.from_pretrained(tiny_dir))
     demos = run_episodes(lambda: make_env("tool_use"), env.tasks("train", 8), TeacherPolicy())
     data = [r.render(d.messages) for d in demos]
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    opts = build_optimizers(model, SFTConfig(optimizer=optimizer, lr=3e-3, weight_decay=0.0))
 
     def loss_fn():
         logp, _ = sequence_logprobs(model, [d.ids for d in data], masks=[d.mask for d in data])
@@ -36,9 +37,24 @@ def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env):
     for _ in range(30):
         loss = loss_fn()
         loss.backward()
-        opt.step()
-        opt.zero_grad()
+        for opt in opts:
+            opt.step()
+            opt.zero_grad()
     assert loss_fn().item() < 0.5 * first
+
+
+def test_muon_takes_the_decoder_matrices_and_adamw_everything_else(tiny_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    adamw, muon = build_optimizers(model, SFTConfig(optimizer="muon"))
+    assert isinstance(adamw, torch.optim.AdamW) and isinstance(muon, torch.optim.Muon)
+    names = {id(p): n for n, p in model.named_parameters()}
+    in_muon = {names[id(p)] for g in muon.param_groups for p in g["params"]}
+    in_adamw = {names[id(p)] for g in adamw.param_groups for p in g["params"]}
+    assert in_muon.isdisjoint(in_adamw) and in_muon | in_adamw == set(names.values())
+    assert "model.layers.0.self_attn.q_proj.weight" in in_muon and "model.layers.1.mlp.down_proj.weight" in in_muon
+    # the embedding (tied to the output layer), norms and biases are not hidden-state matrices: AdamW
+    assert {"model.embed_tokens.weight", "model.norm.weight", "model.layers.0.self_attn.q_proj.bias"} <= in_adamw
+    assert all(n.startswith("model.layers.") and n.endswith("proj.weight") for n in in_muon)
 
 
 def test_sft_end_to_end_writes_summary_and_a_plain_hf_checkpoint(tmp_path):

@@ -1,6 +1,6 @@
 """SFT: imitate demonstrations. L = −Σ_t log Pθ(y_t | y_<t, x) over the agent's own tokens only (seed §2).
 
-Readable top to bottom: config → demonstrations → render (ids + mask) → AdamW with warmup + cosine, gradient
+Readable top to bottom: config → demonstrations → render (ids + mask) → Muon + AdamW with warmup + cosine, gradient
 clipping and micro-batches → periodic held-out evaluation with the agent loop → atomic checkpoints → summary.
 """
 
@@ -10,7 +10,7 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -76,9 +76,13 @@ class SFTConfig(Config):
     length (None: rows alone decide). One huge forward is slow on CPU, and so is padding: on 32 tool_use demos
     per step, 0.94 s in 16-row micro-batches in arrival order → 0.70 s with this budget (benchmarks/sft_step.py)."""
     lr: float = 2e-3
-    """Peak learning rate of AdamW."""
+    """Peak learning rate (of AdamW, and of Muon, whose updates are scaled to AdamW's RMS)."""
+    optimizer: Literal["adamw", "muon"] = "muon"
+    """`muon`: Muon (orthogonalised momentum) on the decoder layers' weight matrices, AdamW on the rest; `adamw`:
+    AdamW on everything. On tool_use, seed 0, 400 held-out tasks at T = 1, the same 470 steps: adamw 0.51, muon 0.65
+    (training loss over the last 25 steps 0.08 → 0.06)."""
     weight_decay: float = 0.01
-    """AdamW weight decay."""
+    """Decoupled weight decay."""
     warmup_ratio: float = 0.05
     """Fraction of steps with linear warmup; then cosine decay to 10% of the peak."""
     max_grad_norm: float = 1.0
@@ -126,18 +130,19 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                   f"({sum(sum(d.mask) for d in data)} trained on); teacher success "
                   f"{sum(d.success for d in demos) / max(len(demos), 1):.2f}")
 
-    # 3. Optimiser and schedule: linear warmup, cosine decay to 10 % of the peak.
+    # 3. Optimisers (see build_optimizers) and one schedule for each: linear warmup, cosine decay to 10 % of the peak.
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
     total = cfg.max_steps or max(1, int(cfg.epochs * steps_per_epoch))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    opts = build_optimizers(model, cfg)
     warm = max(1, int(cfg.warmup_ratio * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * (
-        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0, s - warm) / max(1, total - warm))))))
+    scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / warm) * (
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0, s - warm) / max(1, total - warm)))))) for o in opts]
     step = 0
     if ckpt is not None:
         state = load_trainer_state(ckpt)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
+        for o, sc, o_state, sc_state in zip(opts, scheds, state["optimizers"], state["schedulers"], strict=True):
+            o.load_state_dict(o_state)
+            sc.load_state_dict(sc_state)
         step = state["step"]
         console.print(f"resumed from {ckpt.name} at step {step}")
 
@@ -168,18 +173,19 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 loss_sum += loss.item()
             shared.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+            for o, sc in zip(opts, scheds, strict=True):
+                o.step()
+                sc.step()
+                o.zero_grad(set_to_none=True)
             step += 1
-            record: dict[str, Any] = {"step": step, "loss": loss_sum, "lr": sched.get_last_lr()[0],
+            record: dict[str, Any] = {"step": step, "loss": loss_sum, "lr": scheds[0].get_last_lr()[0],
                                       "grad_norm": float(grad_norm), "epoch": step / steps_per_epoch}
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
                 record["eval"] = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed)
                 console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
             reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == total:
-                save_checkpoint(out, step, model, tok, _state(opt, sched, step), cfg.to_yaml())
+                save_checkpoint(out, step, model, tok, _state(opts, scheds, step), cfg.to_yaml())
             bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
 
     # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison.
@@ -207,8 +213,23 @@ def check_turn_budget(data: list[Rendered], max_new_tokens: int) -> None:
                           f"max_new_tokens={longest} or more.")
 
 
-def _state(opt: torch.optim.Optimizer, sched: Any, step: int) -> dict[str, Any]:
-    return {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step}
+def build_optimizers(model: torch.nn.Module, cfg: SFTConfig) -> list[torch.optim.Optimizer]:
+    """AdamW over everything, or Muon over the decoder layers' weight matrices and AdamW over the rest.
+
+    Muon orthogonalises each matrix's momentum (Newton–Schulz), so every direction of the update moves at the same
+    rate instead of the few that dominate the gradient. Embeddings (tied to the output layer), norms and biases are
+    not matrices acting on hidden states and stay with AdamW, as in Muon's reference setup. `match_rms_adamw` scales
+    Muon's update to AdamW's typical RMS, so both use `lr` (Moonshot, "Muon is Scalable for LLM Training")."""
+    if cfg.optimizer == "adamw":
+        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))]
+    hidden = [p for n, p in model.named_parameters() if p.ndim == 2 and ".layers." in n]
+    rest = [p for n, p in model.named_parameters() if not (p.ndim == 2 and ".layers." in n)]
+    return [torch.optim.AdamW(rest, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95)),
+            torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")]
+
+
+def _state(opts: list[torch.optim.Optimizer], scheds: list[Any], step: int) -> dict[str, Any]:
+    return {"optimizers": [o.state_dict() for o in opts], "schedulers": [s.state_dict() for s in scheds], "step": step}
 
 
 def _make_env_checked(factory: Any) -> Any:
