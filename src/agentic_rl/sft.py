@@ -66,7 +66,8 @@ class SFTConfig(Config):
     """Keep only demonstrations whose final answer was correct (rejection-sampling SFT)."""
     epochs: float = 5.0
     """Passes over the demonstrations (fractions allowed). On tool_use, seed 0, held-out success at T = 1 kept
-    rising with passes: 3 → 0.42, 5 → 0.545, 6 → 0.55 (200 tasks); 5 fits `agentic-rl run` in 15 minutes."""
+    rising with passes under AdamW: 3 → 0.42, 5 → 0.545, 6 → 0.55 (200 tasks); under Muon 5 → 0.65, 6 → 0.6525
+    (400 tasks). 5 fits `agentic-rl run` in 15 minutes."""
     batch_size: int = 32
     """Demonstrations per optimizer step."""
     micro_batch_size: int = 32
