@@ -223,8 +223,10 @@ def build_optimizers(model: torch.nn.Module, cfg: SFTConfig) -> list[torch.optim
     Muon's update to AdamW's typical RMS, so both use `lr` (Moonshot, "Muon is Scalable for LLM Training")."""
     if cfg.optimizer == "adamw":
         return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))]
-    hidden = [p for n, p in model.named_parameters() if p.ndim == 2 and ".layers." in n]
-    rest = [p for n, p in model.named_parameters() if not (p.ndim == 2 and ".layers." in n)]
+    hidden: list[torch.nn.Parameter] = []
+    rest: list[torch.nn.Parameter] = []
+    for name, p in model.named_parameters():
+        (hidden if p.ndim == 2 and ".layers." in name else rest).append(p)
     return [torch.optim.AdamW(rest, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95)),
             torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")]
 
