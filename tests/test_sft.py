@@ -65,6 +65,8 @@ def test_sft_end_to_end_writes_summary_and_a_plain_hf_checkpoint(tmp_path):
         assert key in s
     for part in ("eval", "teacher_eval"):
         assert {"success_rate", "mean_reward", "tool_calls_per_episode"} <= set(s[part])
+    # the noisy teacher is averaged over several draws of its mistakes on the same tasks; the policy runs once each
+    assert s["eval"]["episodes"] == 8 and s["teacher_eval"]["episodes"] == 8 * cfg.teacher_samples
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == s
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [1, 2, 3, 4, 5, 6] and "eval" in lines[2]

@@ -10,8 +10,10 @@ from .trajectory import Trajectory
 EVAL_SEED_OFFSET = 7919  # evaluation samples from its own stream, apart from training's
 
 
-def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy: Any, seed: int) -> dict[str, Any]:
-    """Run `policy` once on each task and summarize. A model policy is put in eval mode for the run only."""
+def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy: Any, seed: int,
+                    samples: int = 1) -> dict[str, Any]:
+    """Run `policy` `samples` times on each task and summarize all the episodes together (success_rate is then the
+    mean over the samples). A model policy is put in eval mode for the run only."""
     from .rollout import run_episodes
 
     model = getattr(policy, "model", None)
@@ -19,7 +21,7 @@ def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy
     if model is not None:
         model.eval()
     try:
-        return summarize(run_episodes(env_factory, tasks, policy, seed=seed + EVAL_SEED_OFFSET))
+        return summarize(run_episodes(env_factory, tasks, policy, group_size=samples, seed=seed + EVAL_SEED_OFFSET))
     finally:
         if was_training:
             model.train()

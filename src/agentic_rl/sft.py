@@ -92,6 +92,10 @@ class SFTConfig(Config):
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100
     """Held-out tasks per evaluation."""
+    teacher_samples: int = Field(8, ge=1)
+    """Episodes of the noisy teacher per held-out task in `teacher_eval`, each with its own draw of mistakes. Its
+    success rate is an average over its noise, and one draw on 100 tasks has a standard error of ~4 points: on
+    seed 0's 100 held-out tasks one draw gave 0.70, 8 draws 0.77, 40 draws 0.78. Scripted, 8 draws take ~1 s."""
     eval_temperature: float = 1.0
     """Sampling temperature for evaluation (the policy as it samples; 0 for greedy)."""
     max_new_tokens: int = 96
@@ -189,10 +193,11 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 save_checkpoint(out, step, model, tok, _state(opts, scheds, step), cfg.to_yaml())
             bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
 
-    # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison.
+    # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison (its
+    #    success averaged over `teacher_samples` draws of its mistakes).
     save_model_dir(model, tok, out / "model")
     final = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed)
-    teacher_eval = evaluate_policy(env_factory, eval_tasks, teacher, cfg.seed)
+    teacher_eval = evaluate_policy(env_factory, eval_tasks, teacher, cfg.seed, samples=cfg.teacher_samples)
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
                "wall_seconds": round(time.time() - t_start, 1), "eval": final, "teacher_eval": teacher_eval}
     atomic_write_json(out / "summary.json", summary)
