@@ -66,10 +66,12 @@ class CodeFixEnv(Env):
     # indentation space); at 96, 29 % of them could not be sampled whole.
     # greedy_eval off: the greedy re-evaluation of the SFT and GRPO models costs ~1 min each here (61 s for the SFT
     # model's 40 tasks, measured) of the run's 20-minute budget, and this tiny policy solves none either way.
+    # teacher_samples 1: each noisy-teacher episode runs real tests (166 ms, benchmarks/codefix_env.py); tool_use's 8
+    # draws per task would add ~25 s to a run already at its budget.
     run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 40, "robustness_tasks": 20, "greedy_eval": False,
         "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "micro_batch_tokens": None,
-                "eval_every": 0, "eval_tasks": 20, "max_new_tokens": 192},
+                "eval_every": 0, "eval_tasks": 20, "max_new_tokens": 192, "teacher_samples": 1},
         "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
                  "max_new_tokens": 192, "micro_batch_size": 4, "micro_batch_tokens": None},
     }
