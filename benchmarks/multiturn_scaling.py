@@ -78,8 +78,8 @@ def main() -> None:
     rates = {key: median(v) for key, v in runs.items()}
     # The ratio within each repeat (its 1- and 8-turn runs seconds apart), then the median over repeats: the
     # machine's drift between repeats cancels inside each pair. The ratio of the two medians, reported beside it,
-    # takes its numerator and denominator from different repeats: over the same seven invocations it read
-    # 0.723–0.822, the paired median 0.796–0.820.
+    # takes its numerator and denominator from different repeats: over seven invocations back to back (README's
+    # row) it read 0.723–0.822, the paired median 0.796–0.820.
     paired = {a: [r8 / r1 for r1, r8 in zip(runs[a, 1], runs[a, 8])] for a in (ours, "sdpa")}
     ratio = {a: round(median(paired[a]), 3) for a in (ours, "sdpa")}
     of_medians = {a: round(rates[a, 8] / rates[a, 1], 3) for a in (ours, "sdpa")}
