@@ -6,7 +6,7 @@ from agentic_rl.envs import make_env
 from agentic_rl.logprobs import sequence_logprobs
 from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
 from agentic_rl.policies.tiny import CHAT_TEMPLATE
-from agentic_rl.render import Renderer
+from agentic_rl.render import SUFFIX_CHECKS, Renderer
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trajectory import Trajectory, load_jsonl, save_jsonl
 
@@ -96,7 +96,8 @@ def test_trajectory_jsonl_is_openai_messages(env, tmp_path):
 def test_continuation_is_the_suffix_of_the_full_render(tiny_dir, env):
     """What the agent loop appends after a turn equals what rendering the whole conversation puts there."""
     r = Renderer(AutoTokenizer.from_pretrained(tiny_dir))
-    for t in _teacher_trajs(env, 10):
+    calls = 0
+    for t in _teacher_trajs(env, 30):
         for k, m in enumerate(t.messages):
             if m["role"] != "assistant" or k == len(t.messages) - 1:
                 continue
@@ -104,6 +105,34 @@ def test_continuation_is_the_suffix_of_the_full_render(tiny_dir, env):
             end = len(upto) - upto[::-1].index(r.eos_id)  # just after the turn's EOS
             full = r.render(t.messages[: k + 2], add_generation_prompt=True).ids
             assert upto[:end] + r.continuation(t.messages[: k + 2]) == full
+            calls += 1
+    # Past its checks, it renders from the last assistant turn on (and was still exact).
+    assert calls > SUFFIX_CHECKS and r._suffix_checks_left == 0
+
+
+# Templates that look back further than the last assistant turn: one numbers its messages, one refuses a
+# conversation that does not open with the system prompt.
+NUMBERED = ("{%- for m in messages -%}{{- '<|im_start|>' + m['role'] + ' ' + loop.index|string + '\\n' + "
+            "(m['content'] or '') + '<|im_end|>\\n' -}}{%- endfor -%}"
+            "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}")
+STRICT = ("{%- if messages[0]['role'] != 'system' -%}{{- raise_exception('the system prompt must come first') -}}"
+          "{%- endif -%}" + CHAT_TEMPLATE)
+
+
+@pytest.mark.parametrize("template", [NUMBERED, STRICT], ids=["numbered", "strict"])
+def test_continuation_renders_the_whole_conversation_when_the_template_needs_it(tiny_dir, env, template):
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    tok.chat_template = template
+    r = Renderer(tok)
+    for t in _teacher_trajs(env, 5):
+        for k, m in enumerate(t.messages[:-1]):
+            if m["role"] != "assistant":
+                continue
+            before = tok.apply_chat_template(t.messages[: k + 1], tokenize=False)
+            after = tok.apply_chat_template(t.messages[: k + 2], tokenize=False, add_generation_prompt=True)
+            new = after[before.rfind(tok.eos_token) + len(tok.eos_token):]
+            assert r.continuation(t.messages[: k + 2]) == tok(new, add_special_tokens=False)["input_ids"]
+    assert r._suffix_checks_left is None
 
 
 def test_the_context_limit_is_the_models_own_unless_set(tiny_dir, env):
