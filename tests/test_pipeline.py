@@ -14,6 +14,8 @@ def test_run_goes_through_every_stage_and_writes_the_comparison(short_run):
         assert {"success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate",
                 "correct_stop_rate"} <= set(stage["eval"])
     assert "held-out evaluation" in r.output and "correct_stop_rate" in r.output
+    kinds = set().union(*(stage["eval"]["success_by_kind"] for stage in s["stages"].values()))
+    assert kinds and all(f"success · {kind}" in r.output for kind in kinds)  # where a stage falls short
     # the models again at temperature 0 (the noisy teacher has no temperature)
     assert "greedy" not in s["stages"]["teacher"] and "success_rate (greedy)" in r.output
     for stage in ("sft", "grpo"):

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field
-from rich.table import Table
 
 from .checkpoint import atomic_write_json, atomic_write_text
 from .config import Config
@@ -24,9 +23,7 @@ from .report import write_report
 from .rollout import run_episodes
 from .sft import SFTConfig, train_sft
 from .trajectory import save_jsonl
-from .ui import console
-
-STAGE_KEYS = ("success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate", "correct_stop_rate")
+from .ui import console, eval_table
 
 
 class RunConfig(Config):
@@ -82,7 +79,8 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
                "grpo_wall_seconds": grpo_summary.get("wall_seconds"),
                "grpo_stopped_early": grpo_summary.get("stopped_early"), "report": str(out / "report.html")}
     atomic_write_json(out / "summary.json", summary)
-    console.print(comparison_table(stages))
+    console.print(eval_table({n: st["eval"] for n, st in stages.items()},
+                             {n: st["greedy"] for n, st in stages.items() if "greedy" in st}))
     write_report(out)
     console.print(f"done in {summary['wall_seconds']} s → {out / 'summary.json'}, {out / 'report.html'}")
     return summary
@@ -134,16 +132,3 @@ def _stage(stage_dir: Path, train: Any, resume: bool) -> dict[str, Any]:
         return json.loads(done.read_text())
     return train(resume and (stage_dir / "checkpoints").exists())
 
-
-def comparison_table(stages: dict[str, dict[str, Any]]) -> Table:
-    table = Table(title="held-out evaluation")
-    table.add_column("metric")
-    for name in stages:
-        table.add_column(name, justify="right")
-    for key in STAGE_KEYS:
-        vals = [stages[n]["eval"].get(key) for n in stages]
-        table.add_row(key, *("—" if v is None else f"{v:.3f}" for v in vals))
-    if any("greedy" in s for s in stages.values()):
-        vals = [stages[n].get("greedy", {}).get("success_rate") for n in stages]
-        table.add_row("success_rate (greedy)", *("—" if v is None else f"{v:.3f}" for v in vals))
-    return table

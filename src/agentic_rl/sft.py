@@ -27,7 +27,7 @@ from .rollout import run_episodes
 from .rundir import prepare_run_dir
 from .tiny_build import build_tiny_for_env
 from .trajectory import save_jsonl
-from .ui import console, progress
+from .ui import console, eval_table, progress
 
 
 class TinyConfig(Config):
@@ -201,6 +201,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
                "wall_seconds": round(time.time() - t_start, 1), "eval": final, "teacher_eval": teacher_eval}
     atomic_write_json(out / "summary.json", summary)
+    console.print(eval_table({"noisy teacher": teacher_eval, "sft": final}))
     console.print(f"SFT done in {summary['wall_seconds']} s: success {final['success_rate']:.2f} "
                   f"(noisy teacher {teacher_eval['success_rate']:.2f}), mean reward {final['mean_reward']:.3f}")
     return summary
