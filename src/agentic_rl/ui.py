@@ -20,7 +20,8 @@ EVAL_KEYS = ("success_rate", "mean_reward", "tool_calls_per_episode", "recovery_
 
 
 def eval_table(columns: dict[str, dict[str, Any]], greedy: dict[str, dict[str, Any]] | None = None) -> Table:
-    """Policies side by side on the same held-out tasks: `columns` maps a name to its `metrics.summarize` dict.
+    """Policies side by side on the same held-out tasks: `columns` maps a name to its `metrics.summarize` dict,
+    `greedy` (optional) a name to the same policy's summary at temperature 0.
 
     Success per task kind comes last: an overall rate hides where a policy falls short of another."""
     table = Table(title="held-out evaluation")
