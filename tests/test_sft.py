@@ -13,6 +13,7 @@ from agentic_rl.config import ConfigError, load_config
 from agentic_rl.envs import make_env
 from agentic_rl.logprobs import sequence_logprobs
 from agentic_rl.policies import TeacherPolicy
+from agentic_rl.precision import autocast
 from agentic_rl.render import Rendered, Renderer
 from agentic_rl.rollout import run_episodes
 from agentic_rl.sft import SFTConfig, build_optimizers, check_turn_budget, train_sft
@@ -20,8 +21,8 @@ from agentic_rl.sft import SFTConfig, build_optimizers, check_turn_budget, train
 from .conftest import SMALL_SFT
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
-def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env, optimizer):
+@pytest.mark.parametrize(("optimizer", "precision"), [("adamw", "fp32"), ("muon", "fp32"), ("muon", "bf16")])
+def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env, optimizer, precision):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)
     r = Renderer(AutoTokenizer.from_pretrained(tiny_dir))
@@ -30,7 +31,8 @@ def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env, optimizer):
     opts = build_optimizers(model, SFTConfig(optimizer=optimizer, lr=3e-3, weight_decay=0.0))
 
     def loss_fn():
-        logp, _ = sequence_logprobs(model, [d.ids for d in data], masks=[d.mask for d in data])
+        with autocast(precision, torch.device("cpu")):
+            logp, _ = sequence_logprobs(model, [d.ids for d in data], masks=[d.mask for d in data])
         return -logp.sum() / sum(sum(d.mask) for d in data)
 
     first = loss_fn().item()
@@ -65,11 +67,12 @@ def test_sft_end_to_end_writes_summary_and_a_plain_hf_checkpoint(tmp_path):
         assert key in s
     for part in ("eval", "teacher_eval"):
         assert {"success_rate", "mean_reward", "tool_calls_per_episode"} <= set(s[part])
-    # the noisy teacher is averaged over several draws of its mistakes on the same tasks; the policy runs once each
-    assert s["eval"]["episodes"] == 8 and s["teacher_eval"]["episodes"] == 8 * cfg.teacher_samples
+    # both are averaged over several sampled episodes per task (the teacher: draws of its mistakes), on the same tasks;
+    # the periodic evaluations run once per task
+    assert s["eval"]["episodes"] == 8 * cfg.final_eval_samples and s["teacher_eval"]["episodes"] == 8 * cfg.teacher_samples
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == s
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [x["step"] for x in lines] == [1, 2, 3, 4, 5, 6] and "eval" in lines[2]
+    assert [x["step"] for x in lines] == [1, 2, 3, 4, 5, 6] and lines[2]["eval"]["episodes"] == 8
     assert (tmp_path / "run" / "config.yaml").read_text() == cfg.to_yaml()
     # checkpoint round-trip: the saved model gives the same logits as a reload of itself, with plain transformers
     m = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")

@@ -146,8 +146,11 @@ def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: fl
         hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state  # (B, T, H)
 
     # The hidden state at t-1 predicts token t: project only the wanted positions onto the vocabulary.
+    # It runs in fp32 even under bf16 autocast (precision.py): logprobs and the loss are read off these logits.
     b_idx, t_idx = want.nonzero(as_tuple=True)
-    logits = head(hidden[b_idx, t_idx - 1]).float() / (temperature if temperature > 0 else 1.0)  # (N, V)
+    with torch.autocast(dev.type, enabled=False):
+        h = hidden[b_idx, t_idx - 1].to(head.weight.dtype)
+        logits = head(h).float() / (temperature if temperature > 0 else 1.0)  # (N, V)
     logz = torch.logsumexp(logits, dim=-1)  # (N,)
     tok_logp = logits.gather(-1, ids[b_idx, t_idx].unsqueeze(-1)).squeeze(-1) - logz  # (N,)
     logp = torch.zeros(B, T, device=dev, dtype=tok_logp.dtype).index_put((b_idx, t_idx), tok_logp)

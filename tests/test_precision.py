@@ -1,0 +1,40 @@
+"""bf16 autocast (`precision=bf16`): the decoder's products run in bf16, and the vocabulary projection — what logprobs
+and the loss are read off — still runs in fp32."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from agentic_rl.logprobs import sequence_logprobs
+from agentic_rl.precision import autocast
+
+CPU = torch.device("cpu")
+
+
+def test_autocast_context_is_bf16_or_nothing():
+    with autocast("bf16", CPU):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with autocast("fp32", CPU):
+        assert not torch.is_autocast_enabled("cpu")
+
+
+def test_bf16_logprobs_read_fp32_logits_and_stay_close_to_fp32(tiny_dir):
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    model.get_output_embeddings().register_forward_hook(lambda m, args, out: seen.append((args[0], out)))
+    torch.manual_seed(0)
+    prefix = torch.randint(5, 1000, (40,)).tolist()
+    seqs = [prefix + torch.randint(5, 1000, (n,)).tolist() for n in (7, 12, 3)]
+    masks = [[0] * 30 + [1] * (len(s) - 30) for s in seqs]
+    ref, _ = sequence_logprobs(model, seqs, masks=masks)
+    with autocast("bf16", CPU):
+        low, _ = sequence_logprobs(model, seqs, masks=masks)
+        x = torch.randn(4, model.config.hidden_size)
+        assert model.model.layers[0].mlp.up_proj(x).dtype == torch.bfloat16  # the decoder's products are bf16
+    hidden, logits = seen[-1]
+    assert hidden.dtype == logits.dtype == low.dtype == torch.float32
+    weight = model.get_output_embeddings().weight
+    assert torch.equal(logits, torch.nn.functional.linear(hidden, weight))  # the projection itself in fp32
+    assert (low != ref).any()  # the decoder did run in bf16 ...
+    assert torch.allclose(low, ref, rtol=0.02, atol=0.01)  # ... to bf16's rounding (~1 % of a logprob)
