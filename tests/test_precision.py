@@ -3,11 +3,18 @@ and the loss are read off — still runs in fp32."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import torch
 from transformers import AutoModelForCausalLM
 
+from agentic_rl.config import load_config
 from agentic_rl.logprobs import sequence_logprobs
 from agentic_rl.precision import autocast
+from agentic_rl.sft import SFTConfig, train_sft
+
+from .conftest import SMALL_SFT
 
 CPU = torch.device("cpu")
 
@@ -38,3 +45,15 @@ def test_bf16_logprobs_read_fp32_logits_and_stay_close_to_fp32(tiny_dir):
     assert torch.equal(logits, torch.nn.functional.linear(hidden, weight))  # the projection itself in fp32
     assert (low != ref).any()  # the decoder did run in bf16 ...
     assert torch.allclose(low, ref, rtol=0.02, atol=0.01)  # ... to bf16's rounding (~1 % of a logprob)
+
+
+def test_sft_trains_in_bf16_through_the_shared_prefix(tmp_path):
+    cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["precision=bf16", "demos=32", "max_steps=4", "batch_size=16",
+                                                        "lr=3e-3", "eval_every=0", "eval_tasks=2",
+                                                        "final_eval_samples=1", "teacher_samples=1"])
+    train_sft(cfg, tmp_path / "run")
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    losses = [x["loss"] for x in lines]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    weights = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model").model.layers[0].mlp.up_proj.weight
+    assert weights.dtype == torch.float32  # the weights stay fp32; only the products ran in bf16
