@@ -103,7 +103,7 @@ def main() -> None:
     print(f"speedup = {result['speedup']}  (padded/real positions after the prompt: "
           f"{result['padded_over_real_suffix_tokens']}); prefix once: {result['prefix_once_speedup']}× more")
     print(f"  + bf16 matrix products (autocast):    {mean['bf16']:.3f} s/step  ({result['bf16_speedup']}× more, "
-          f"on these repeated shapes)")
+          f"on these few batches; not over a real run, see precision.py)")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 
