@@ -139,8 +139,9 @@ def test_grpo_raises_the_probability_of_the_always_right_tool(trained_dir, tmp_p
         seqs, masks = [], []
         for t in tasks:
             prompt = r.render(env.reset(t), add_generation_prompt=True).ids
-            call = tok(format_tool_call("search", {"query": "x"}), add_special_tokens=False)["input_ids"]
-            name_end = len(tok('<tool_call>{"name": "search', add_special_tokens=False)["input_ids"])
+            text = format_tool_call("search", {"query": "x"})
+            call = tok(text, add_special_tokens=False)["input_ids"]
+            name_end = len(tok(text[: text.index("search") + len("search")], add_special_tokens=False)["input_ids"])
             ids = prompt + call[:name_end]
             seqs.append(ids)
             masks.append([0] * (len(prompt) + name_end - 1) + [1])  # the token that completes the name

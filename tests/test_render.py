@@ -4,6 +4,7 @@ from transformers import AutoTokenizer
 
 from agentic_rl.envs import make_env
 from agentic_rl.logprobs import sequence_logprobs
+from agentic_rl.parsing import format_tool_call
 from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
 from agentic_rl.policies.tiny import CHAT_TEMPLATE
 from agentic_rl.render import SUFFIX_CHECKS, Renderer
@@ -35,6 +36,16 @@ def test_render_matches_the_chat_template_and_masks_exactly_the_assistant(tiny_d
         for span, m in zip(spans, assistants):
             expected = tok.apply_chat_template([m], tokenize=False).split("<|im_start|>assistant\n", 1)[1]
             assert tok.decode(span) == expected.rstrip("\n") and span[-1] == tok.eos_token_id
+
+
+def test_the_tiny_template_renders_a_call_as_format_tool_call(tiny_dir):
+    """What the policy learns to write is what the parser reads: compact JSON, no space tokens."""
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "北京"}}}
+    text = tok.apply_chat_template([{"role": "assistant", "content": "", "tool_calls": [call]}], tokenize=False)
+    assert format_tool_call("get_weather", {"city": "北京"}) == \
+        '<tool_call>{"name":"get_weather","arguments":{"city":"北京"}}</tool_call>'
+    assert text == "<|im_start|>assistant\n" + format_tool_call("get_weather", {"city": "北京"}) + "<|im_end|>\n"
 
 
 def test_templates_without_generation_markers_give_the_same_mask(tiny_dir, env):

@@ -1,3 +1,5 @@
+import json
+
 from transformers.utils import get_json_schema
 
 from agentic_rl.envs.tool_use import calculator, search, weather_on, weather_tool
@@ -34,6 +36,15 @@ def test_schema_is_derived_from_signature_and_docstring():
     assert fn["parameters"]["properties"]["a"] == {"type": "integer", "description": "The first number."}
     assert fn["parameters"]["required"] == ["a"]
     assert fn["parameters"]["properties"]["tags"]["items"] == {"type": "string"}
+
+
+def test_schemas_text_is_one_compact_json_object_per_tool():
+    box = Toolbox([add, calculator, search])
+    lines = box.schemas_text().split("\n")
+    assert [json.loads(line) for line in lines] == box.schemas
+    # no separator spaces: each would be a token of its own for the tiny policy
+    assert all(line == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":")) for line in lines)
+    assert '"type":"function"' in lines[0] and '"type": "function"' not in lines[0]
 
 
 def test_arguments_are_validated_before_the_call():

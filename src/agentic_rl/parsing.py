@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .tools import Toolbox
+from .tools import Toolbox, to_json
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -98,5 +98,5 @@ def _parse(text: str, tools: Toolbox | None) -> Parsed:
 
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
-    """The canonical text of a call, exactly as the chat templates render `tool_calls` (see tiny.py)."""
-    return OPEN + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + CLOSE
+    """The canonical text of a call, exactly as the tiny chat template renders `tool_calls` (compact JSON)."""
+    return OPEN + to_json({"name": name, "arguments": arguments}) + CLOSE

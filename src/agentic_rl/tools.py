@@ -11,6 +11,17 @@ from typing import Any
 import jsonschema
 from transformers.utils import get_json_schema
 
+# JSON that the policy reads or writes (tool schemas in the system prompt, tool calls, structured tool results) has
+# no spaces after "," and ":". A space is a token of its own for the tiny policy's tokenizer (policies/tiny.py), so
+# on tool_use this cut the system prompt from 461 to 341 tokens and a demonstration from 547 to 409 on average:
+# SFT steps ~12 % faster at the same held-out success (README, notes on SFT). Any JSON parser reads it the same.
+JSON_SEPARATORS = (",", ":")
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON, as the agent sees and writes it; non-ASCII text (北京) stays as it is."""
+    return json.dumps(value, ensure_ascii=False, separators=JSON_SEPARATORS)
+
 
 class ToolError(Exception):
     """Raised by a tool to tell the agent something went wrong; the message becomes the observation."""
@@ -67,7 +78,7 @@ class Tool:
             return ToolResult(f"error: {e}", ok=False, error_kind="tool_error")
         except Exception as e:  # a bug in a tool is the env's problem, reported to the agent, not a trainer crash
             return ToolResult(f"error: {self.name} failed: {type(e).__name__}: {e}", ok=False, error_kind="crash")
-        return ToolResult(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False), ok=True)
+        return ToolResult(out if isinstance(out, str) else to_json(out), ok=True)
 
 
 def _strict(params: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +104,10 @@ class Toolbox:
     @property
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema for t in self.tools.values()]
+
+    def schemas_text(self) -> str:
+        """The schemas for a system prompt: one compact JSON object per line."""
+        return "\n".join(to_json(s) for s in self.schemas)
 
     def call(self, name: str, arguments: Any) -> ToolResult:
         tool = self.tools.get(name)

@@ -29,7 +29,6 @@ Faulted calls and their retries are free: recovering is what we want.
 from __future__ import annotations
 
 import ast
-import json
 import operator
 import random
 import string
@@ -38,7 +37,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
-from ..tools import Toolbox, ToolError
+from ..tools import Toolbox, ToolError, to_json
 from .base import (
     FAULT_TEXT,
     Env,
@@ -57,7 +56,7 @@ INVALID_COST = 0.2
 
 SYSTEM_PROMPT = (
     "You are an agent with tools. Call a tool only when you need it. To call one, reply with only "
-    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>. If a tool fails, try again. '
+    '<tool_call>{"name":...,"arguments":{...}}</tool_call>. If a tool fails, try again. '
     "When you know the answer, reply with the answer only.\nTools:\n"
 )
 
@@ -158,7 +157,7 @@ def weather_tool(today: Callable[[], int]) -> Callable[[str], str]:
             city: The city name, in English or Chinese, for example "Beijing" or "北京".
         """
         condition, temp = weather_on(city, today())
-        return json.dumps({"city": city.strip(), "condition": condition, "temperature_c": temp}, ensure_ascii=False)
+        return to_json({"city": city.strip(), "condition": condition, "temperature_c": temp})
 
     return get_weather
 
@@ -323,7 +322,7 @@ class ToolUseEnv(Env):
         self.fault_rate, self.max_turns = fault_rate, max_turns
         self._day = 0  # the world's current day: the task's, set by reset()
         self.tools = Toolbox([calculator, weather_tool(lambda: self._day), search])
-        self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tools.schemas)
+        self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
         self._task: Task | None = None
 
     # -- tasks --

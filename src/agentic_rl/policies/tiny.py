@@ -20,7 +20,8 @@ SPECIAL_TOKENS = [PAD, IM_START, IM_END, "<tool_call>", "</tool_call>"]
 
 # ChatML roles. The assistant's generated part (content, tool calls, <|im_end|>) sits inside {% generation %} so
 # `return_assistant_tokens_mask` marks exactly what the policy produced; the newline after <|im_end|> is not
-# generated (sampling stops at <|im_end|>) and so stays outside. Tool calls render exactly as `format_tool_call`.
+# generated (sampling stops at <|im_end|>) and so stays outside. Tool calls render exactly as `format_tool_call`:
+# compact JSON (tools.JSON_SEPARATORS), since each space would be a token of its own.
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'assistant' -%}"
@@ -28,7 +29,7 @@ CHAT_TEMPLATE = (
     "{%- generation -%}"
     "{%- if message['content'] -%}{{- message['content'] -}}{%- endif -%}"
     "{%- for tc in message.get('tool_calls') or [] -%}"
-    "{{- '<tool_call>' + ({'name': tc['function']['name'], 'arguments': tc['function']['arguments']} | tojson)"
+    "{{- '<tool_call>' + ({'name': tc['function']['name'], 'arguments': tc['function']['arguments']} | tojson(separators=(',', ':')))"
     " + '</tool_call>' -}}"
     "{%- endfor -%}"
     "{{- '<|im_end|>' -}}"

@@ -47,7 +47,7 @@ OUTPUT_LIMIT = 2000  # characters of pytest output shown to the agent
 SYSTEM_PROMPT = (
     "You are a coding agent in a git repository. Use the tools to read the code, run the tests, fix the bug and "
     "call finish(). To call a tool, reply with only "
-    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.\nTools:\n'
+    '<tool_call>{"name":...,"arguments":{...}}</tool_call>.\nTools:\n'
 )
 
 
@@ -89,7 +89,7 @@ class CodeFixEnv(Env):
         self.modules = {m.name: m for m in (modules or CORPUS)}
         self._custom = modules is not None
         self.tools = Toolbox([self.list_files, self.read_file, self.edit_file, self.run_test, self.finish])
-        self.system_prompt = SYSTEM_PROMPT + "\n".join(json.dumps(s, ensure_ascii=False) for s in self.tools.schemas)
+        self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
         self.workspace: Workspace | None = None
         self._sandbox: Sandbox | None = None
         self._task: Task | None = None
