@@ -21,7 +21,7 @@ from pathlib import Path
 
 from agentic_rl.envs.codefix.env import CodeFixEnv
 from agentic_rl.envs.codefix.grading import grade
-from agentic_rl.envs.codefix.sandbox import Sandbox, isolation_available
+from agentic_rl.envs.codefix.sandbox import Sandbox
 
 
 def _ms(f) -> float:
@@ -50,7 +50,7 @@ def main() -> None:
                                                             "--tb=line"])))
         times["plain_pytest"].append(_ms(lambda: subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=ws.root,
                                                                 capture_output=True)))
-        times["grade"].append(_ms(lambda: grade(module, source, ws.snapshot(), env.limits)))
+        times["grade"].append(_ms(lambda: grade(module, source, ws.snapshot()[0], env.limits)))
     env.close()
     episode_env = CodeFixEnv()
     for _ in range(max(3, args.repeats // 3)):
@@ -68,7 +68,7 @@ def main() -> None:
               "plain_pytest_median_ms": med["plain_pytest"], "grade_median_ms": med["grade"],
               "episode_median_ms": med["episode"],
               "speedup_vs_plain_pytest": round(med["plain_pytest"] / med["run_test"], 2),
-              "sandbox": "uid+netns+mountns+rlimits" if isolation_available() else "rlimits-only",
+              "sandbox": cold.isolation,
               "repeats": args.repeats, "task": task.id}
     for k, v in result.items():
         print(f"{k:28s} {v}")

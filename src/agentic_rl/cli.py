@@ -107,9 +107,7 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
         if split not in ("train", "eval"):
             raise ValueError(f"split must be train or eval, got {split!r}")
         if task_id is not None:
-            tasks = [t for sp in ("eval", "train") for t in e.tasks(sp, 2000, seed) if t.id == task_id][:1]  # type: ignore[arg-type]
-            if not tasks:
-                raise ValueError(f"no task with id {task_id!r} among the first 2000 of each split for seed {seed}")
+            tasks = [e.task_by_id(task_id, seed)]
         else:
             tasks = e.tasks(split, n, seed)  # type: ignore[arg-type]
         pol = load_policy(policy, e, SamplingConfig(temperature=temperature))

@@ -16,6 +16,7 @@ Split = Literal["train", "eval"]
 # `fault_rate` decide faults by a hash of (task id, call index), so a trajectory always meets the same faults.
 FAULT_TEXT = "error: service unavailable, try again"
 MAX_FAULTS = 2  # faults per episode at most, so retrying always gets through
+SEARCH_TASKS = 2000  # tasks per split that Env.task_by_id looks through by default
 
 
 def injects_fault(task_id: str, call_index: int, faults_so_far: int, rate: float) -> bool:
@@ -84,6 +85,16 @@ class Env(ABC):
     @abstractmethod
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
         """The scripted teacher's next assistant turn. `noise` names the mistakes to make in this episode."""
+
+    def task_by_id(self, task_id: str, seed: int = 0) -> Task:
+        """The task with this stable id; ValueError naming the id when there is none. Default: a search of the
+        first SEARCH_TASKS tasks of each split for `seed`; envs whose ids name the task outright override this."""
+        for split in ("eval", "train"):
+            found = [t for t in self.tasks(split, SEARCH_TASKS, seed) if t.id == task_id]  # type: ignore[arg-type]
+            if found:
+                return found[0]
+        raise ValueError(f"no {self.name} task with id {task_id!r} among the first {SEARCH_TASKS} of each split "
+                         f"for seed {seed}")
 
     def noise_plan(self, task: Task, rng: random.Random, rates: dict[str, float]) -> dict[str, bool]:
         """Which mistakes the noisy teacher makes in one episode, drawn once at its start."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -35,7 +36,7 @@ from ..base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fa
 from .corpus import BY_NAME, CORPUS, Module
 from .grading import Grade, grade, pristine_files
 from .sandbox import Limits, Sandbox
-from .tasks import make_tasks, valid_mutants
+from .tasks import make_tasks, task_from_id, valid_mutants
 from .workspace import Workspace
 
 STEP_COST = 0.01
@@ -43,6 +44,8 @@ FREE_TURNS = 10
 LOOP_COST = 0.05
 MAX_PENALTY = 0.2
 OUTPUT_LIMIT = 2000  # characters of pytest output shown to the agent
+# A pytest node id: a relative path of plain characters, then ::name parts (parameters in brackets). Never an option.
+TEST_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*(::[A-Za-z0-9_]+(\[[A-Za-z0-9_.,-]*\])?)*")
 
 SYSTEM_PROMPT = (
     "You are a coding agent in a git repository. Use the tools to read the code, run the tests, fix the bug and "
@@ -52,7 +55,7 @@ SYSTEM_PROMPT = (
 
 
 class CodeFixEnv(Env):
-    """Fix one injected bug; rewarded by visible + hidden tests graded out of the agent's reach."""
+    """Fix one injected bug; rewarded by the hidden tests, graded out of the agent's reach."""
 
     name: ClassVar[str] = "codefix"
     mistakes: ClassVar[tuple[str, ...]] = ("skip_read", "skip_test", "wrong_fix", "no_finish", "reread")
@@ -77,11 +80,16 @@ class CodeFixEnv(Env):
     }
 
     def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None,
-                 fault_rate: float = 0.0):
+                 fault_rate: float = 0.0, episode_seconds: float = 120.0):
         """`fault_rate`: the chance that a tool call (not finish) meets a transient fault instead of running —
-        0 by default; robustness evaluation raises it."""
+        0 by default; robustness evaluation raises it. `episode_seconds`: the env's own time per episode (time
+        inside `step`, not the policy's); each test run gets at most what is left, and a tool turn that finds none
+        left ends the episode as truncated, unsubmitted (finish() is always graded, within grading's own limits)."""
         if max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
+        if episode_seconds <= 0:
+            raise ValueError(f"episode_seconds must be > 0, got {episode_seconds}")
+        self.episode_seconds = episode_seconds
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         self.max_turns, self.fault_rate = max_turns, fault_rate
@@ -100,6 +108,10 @@ class CodeFixEnv(Env):
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
         return make_tasks(split, n, seed, list(self.modules.values()) if self._custom else None)
+
+    def task_by_id(self, task_id: str, seed: int = 0) -> Task:
+        """The task an id names (`codefix/<split>/<module>/<operator>/<site>`), whatever the seed."""
+        return task_from_id(task_id, list(self.modules.values()) if self._custom else None)
 
     def task_source(self, task: Task) -> tuple[Module, str]:
         """The task's module and its buggy source."""
@@ -142,12 +154,15 @@ class CodeFixEnv(Env):
         ws = self._ws()
         target = test_id.strip() if test_id else ""
         if target:
+            if not TEST_ID.fullmatch(target):
+                raise ToolError(f"test_id must be a test file or test id such as 'test_slug.py::test_01', got "
+                                f"{target[:80]!r}")
             ws.resolve(target.split("::")[0])  # confined like every path
         if self._sandbox is None:
             self._sandbox = Sandbox(ws.root, self.limits)
         res = self._sandbox.run(
             ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "console_output_style=classic",
-             *([target] if target else [])])
+             *([target] if target else [])], wall_seconds=self.episode_seconds - self._spent)
         self._last_sandbox = res.outcome
         # The workspace's temporary path and pytest's timing would make every observation unique (the same
         # trajectory must give the same observations): paths relative to the repo, no "in 0.01s".
@@ -219,16 +234,27 @@ class CodeFixEnv(Env):
         self._last_sandbox = "ok"
         self._sandbox_events: list[str] = []
         self._total = 0.0
+        self._spent = 0.0  # seconds inside step() this episode
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
 
     def step(self, action: str) -> StepResult:
         if self._task is None or self.workspace is None:
             raise RuntimeError("call reset(task) before step()")
+        t0 = time.monotonic()
+        try:
+            return self._step(action)
+        finally:
+            self._spent += time.monotonic() - t0
+
+    def _step(self, action: str) -> StepResult:
         self._turns += 1
         parsed = parse_turn(action, self.tools)
         info: dict[str, Any] = {"parsed": type(parsed).__name__}
         if isinstance(parsed, FinalAnswer) or (isinstance(parsed, ToolCall) and parsed.name == "finish"):
             return self._finish(info)
+        if self._spent >= self.episode_seconds:
+            info.update(success=False, no_answer=True, time_limit=True)
+            return self._end(0.0, [], info, terminated=False)
         if isinstance(parsed, ParseError):
             call, before, key = None, None, f"parse:{action}"
             obs = {"role": "tool", "content": f"error: {parsed.message}"}
@@ -264,8 +290,8 @@ class CodeFixEnv(Env):
         if call.name != "read_file":
             return None
         try:
-            return self._ws().resolve(str(call.arguments.get("path", ""))).read_bytes()
-        except (ToolError, OSError):
+            return self._ws().read_bytes(str(call.arguments.get("path", "")))
+        except ToolError:
             return None
 
     def _is_stuck(self, key: str, obs: str, call: ToolCall | None, content: bytes | None) -> bool:
@@ -289,10 +315,11 @@ class CodeFixEnv(Env):
         return -take if take else 0.0  # not -0.0
 
     def _finish(self, info: dict[str, Any]) -> StepResult:
-        g: Grade = grade(self._module, self._source, self._ws().snapshot(), self.limits)
+        files, notes = self._ws().snapshot()
+        g: Grade = grade(self._module, self._source, files, self.limits)
         reward = g.reward + self._penalise(False)
         info.update(success=g.reward == 1.0, pass_fraction=g.pass_fraction, visible_passed=g.visible_passed,
-                    hidden_passed=g.hidden_passed, grade_notes=g.notes, no_answer=False)
+                    hidden_passed=g.hidden_passed, grade_notes=notes + g.notes, no_answer=False)
         return self._end(reward, [], info, terminated=True)
 
     def _end(self, reward: float, obs: list[Message], info: dict[str, Any], terminated: bool) -> StepResult:

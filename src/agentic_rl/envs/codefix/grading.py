@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
@@ -27,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from .corpus import Module, visible_test_file, visible_test_ids
+from .files import UnsafeFile, read_regular, remove_tree
 from .sandbox import Limits, Sandbox
 
 DROPPED_NAMES = {"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "sitecustomize.py",
                  "usercustomize.py", "setup.py"}
 PYTEST_FLAGS = ["--noconftest", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "--tb=no", "-rN"]
 MARKER = "@@CODEFIX-RESULT@@"
+JUNIT_CAP = 1 << 20  # bytes of junit XML read back (the corpus tests write a few KiB)
 
 # One definition of "plain data", used by the child (as source) and the parent (exec'd from the same text).
 PLAIN_SRC = '''
@@ -119,19 +120,23 @@ def is_test_or_config(rel: str) -> bool:
 
 
 def grading_copy(module: Module, source: str, agent_files: dict[str, bytes], root: Path) -> list[str]:
-    """Write pristine + the agent's non-test source changes into `root`; return notes on what was dropped."""
+    """Write pristine + the agent's non-test source changes into `root`; return notes on what was dropped.
+    A path that cannot be written as given (under a pristine file, say) is dropped with a note, never an error."""
     notes = []
-    for rel, text in pristine_files(module, source).items():
+    pristine = pristine_files(module, source)
+    for rel, text in pristine.items():
         (root / rel).write_text(text)
     for rel, data in sorted(agent_files.items()):
-        if is_test_or_config(rel):
-            pristine = pristine_files(module, source).get(rel)
-            if pristine is None or pristine.encode() != data:
+        if is_test_or_config(rel) or ".." in Path(rel).parts or Path(rel).is_absolute():
+            if pristine.get(rel, "").encode() != data:
                 notes.append(f"ignored {rel}")
             continue
         dest = root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        except (OSError, ValueError) as e:
+            notes.append(f"ignored {rel} ({type(e).__name__})")
     return notes
 
 
@@ -144,10 +149,10 @@ def run_visible(module: Module, sandbox: Sandbox, junit_name: str = ".grade-juni
     none = [False] * len(expected)
     if res.timed_out:
         return none, [f"visible tests: {res.outcome}"]
-    try:
-        tree = ET.parse(root / junit_name)
-    except (OSError, ET.ParseError):
-        return none, [f"visible tests: no junit report (exit code {res.returncode})"]
+    try:  # the run's code may have replaced the report with anything: a FIFO, a link, a huge file, bad XML
+        tree = ET.ElementTree(ET.fromstring(read_regular(root / junit_name, JUNIT_CAP)))
+    except (UnsafeFile, ET.ParseError, ValueError, RecursionError):
+        return none, [f"visible tests: no readable junit report (exit code {res.returncode})"]
     cases: dict[str, bool] = {}
     for tc in tree.iter("testcase"):
         tid = f"test_{module.name}.py::{tc.get('name')}"
@@ -174,17 +179,20 @@ def run_values(module: Module, cases: tuple, sandbox: Sandbox, seconds_per_case:
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith(marker)]
     if not lines:
         return none, [f"value check: no result ({res.outcome})"]
+    # The line was printed in a process that ran the agent's code: anything may stand there.
     try:
         report = json.loads(lines[-1][len(marker):])
-    except json.JSONDecodeError:
+        results = report["results"] if isinstance(report, dict) and "import_error" not in report else None
+        if results is None:
+            error = report.get("import_error") if isinstance(report, dict) else None
+            return none, [f"value check: the module failed to import ({error})" if isinstance(error, str)
+                          else "value check: malformed result"]
+        if not isinstance(results, list) or len(results) != len(cases):
+            return none, ["value check: wrong number of results"]
+        return [isinstance(got, dict) and got.get("ok") is True and json.dumps(got.get("value"), sort_keys=True)
+                == json.dumps(plain(expected), sort_keys=True) for (_, expected), got in zip(cases, results)], []
+    except (ValueError, TypeError, RecursionError):
         return none, ["value check: unreadable result"]
-    if "import_error" in report:
-        return none, [f"value check: the module failed to import ({report['import_error']})"]
-    results = report.get("results")
-    if not isinstance(results, list) or len(results) != len(cases):
-        return none, ["value check: wrong number of results"]
-    return [isinstance(got, dict) and got.get("ok") is True and json.dumps(got.get("value"), sort_keys=True)
-            == json.dumps(plain(expected), sort_keys=True) for (_, expected), got in zip(cases, results)], []
 
 
 def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Limits | None = None) -> Grade:
@@ -209,4 +217,4 @@ def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Li
         return Grade(visible, len(module.visible), sum(hidden), len(module.hidden), notes + vnotes + cnotes + hnotes,
                      tampered)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)

@@ -2,11 +2,16 @@
 
 A cold `python -m pytest` pays ~200 ms of interpreter start-up and imports before the first test runs; a GRPO step
 of 128 trajectories × ~3 test runs would spend minutes on that alone. The server is a separate process started once
-(`python -I`, standard library + pytest only — it never imports `agentic_rl`, so the corpus and its hidden tests
-are not in the memory its children inherit). For each request it forks a child that enters the same jail as a cold
-run (`jail.enter`: own uid, network and mount namespaces, rlimits), then runs pytest's `main` or a piece of
-Python in-process and exits; the server enforces the wall-clock limit and kills everything the uid left behind.
-Requests and replies are JSON lines over the server's stdin/stdout.
+(`python -I`, standard library + pytest only). For each request it forks a child that enters the same jail as a
+cold run (`jail.enter`), then runs pytest's `main` or a piece of Python in-process and exits; the server enforces
+the wall-clock limit and kills everything the uid left behind.
+
+Every sandboxed child is forked from the server, so the server holds no secret: it never imports `agentic_rl`
+(the corpus), and it never reads what goes in or out of a run. The trusted parent writes a run's stdin to a file
+in a private directory and reads its stdout and stderr back from files there; the server passes only the paths,
+and the child opens them before it enters the jail. Requests and replies are JSON lines over the server's
+stdin/stdout; each reply carries its request's nonce, the child keeps no descriptor of the channel, and anything
+on the channel that is not the awaited reply ends the server (a fresh one serves the next run) and fails the run.
 """
 
 from __future__ import annotations
@@ -14,13 +19,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import secrets
+import select
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from .files import remove_tree
+
 JAIL_PATH = str(Path(__file__).with_name("jail.py"))
+GRACE_SECONDS = 10.0  # how much longer than a run's own limit the parent waits for the server's reply
 
 SERVER = r'''
 import importlib.util, json, os, signal, sys, tempfile, time, traceback
@@ -34,23 +46,28 @@ spec.loader.exec_module(jail)
 reply_fd = os.dup(1)
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
 # Warm-up: one throwaway session imports the rest of pytest (plugins, collection, assertion rewriting, junitxml).
+saved_path = list(sys.path)
 with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "test_warmup.py"), "w") as f:
         f.write("def test_ok():\n    assert 1 == 1\n")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     pytest.main(FAST + ["-q", "-p", "no:cacheprovider", "--junitxml", os.path.join(d, "j.xml"), d])
+sys.path[:] = saved_path  # the warm-up's directory must not stay on every child's import path
 
-def child(req, out_fd, err_fd, in_fd):
-    os.dup2(in_fd, 0); os.dup2(out_fd, 1); os.dup2(err_fd, 2)
-    for k, v in req["env"].items():
-        os.environ[k] = v
-    # No .pyc: one written in the same second as an edit of the same size passes as fresh (mtime and size match),
-    # and the next run would silently test the code from before the edit. (-I ignored PYTHONDONTWRITEBYTECODE.)
-    sys.dont_write_bytecode = True
+def child(req):
     code = 1
     try:
+        for fd, name, flags in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
+            opened = os.open(os.path.join(req["io"], name), flags)
+            os.dup2(opened, fd)
+            os.close(opened)
+        for k, v in req["env"].items():
+            os.environ[k] = v
+        # No .pyc: one written in the same second as an edit of the same size passes as fresh (mtime and size
+        # match), and the next run would silently test the code from before the edit.
+        sys.dont_write_bytecode = True
         os.chdir(req["workspace"])
-        jail.enter(req["workspace"], req["limits"], req["uid"], req["hide"])
+        jail.enter(req["workspace"], req["limits"], req["uid"], req["jail"], close_fds=True)
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
@@ -68,7 +85,10 @@ def child(req, out_fd, err_fd, in_fd):
                 traceback.print_exc()
                 code = 1
     except BaseException:
-        traceback.print_exc()
+        try:
+            traceback.print_exc()
+        except BaseException:
+            pass
     finally:
         try:
             sys.stdout.flush(); sys.stderr.flush()
@@ -78,48 +98,46 @@ def child(req, out_fd, err_fd, in_fd):
 
 for line in sys.stdin:
     req = json.loads(line)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as inp:
-        inp.write(req.get("stdin", "").encode()); inp.flush(); inp.seek(0)
-        t0 = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            child(req, out.fileno(), err.fileno(), inp.fileno())
-        timed_out, status = False, None
-        deadline = t0 + req["wall_seconds"]
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(0.0005)
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if timed_out:
-            _, status = os.waitpid(pid, 0)
-        leftovers = False
-        if req["uid"] is not None and jail.any_process(req["uid"]):
-            jail.kill_uid(req["uid"])
-            leftovers = True
-        rc = None if timed_out else (-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
-        out.seek(0); err.seek(0)
-        reply = {"returncode": rc, "stdout": out.read().decode(errors="replace"),
-                 "stderr": err.read().decode(errors="replace"), "timed_out": timed_out,
-                 "wall_seconds": time.monotonic() - t0, "leftovers": leftovers}
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        child(req)
+    timed_out, status = False, None
+    deadline = t0 + req["wall_seconds"]
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        time.sleep(0.0005)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if timed_out:
+        _, status = os.waitpid(pid, 0)
+    if req["uid"] is not None and jail.any_process(req["uid"]):
+        jail.kill_uid(req["uid"])
+    rc = None if timed_out else (-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    reply = {"id": req["id"], "returncode": rc, "timed_out": timed_out, "wall_seconds": time.monotonic() - t0}
     os.write(reply_fd, (json.dumps(reply) + "\n").encode())
 '''
 
 
+class ProtocolError(Exception):
+    """The server's channel held something other than the awaited reply."""
+
+
 class ForkServer:
-    """One warm server per trainer process, started on first use and restarted if it dies."""
+    """One warm server per trainer process, started on first use and restarted if it dies or misbehaves."""
 
     _lock = threading.Lock()
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
+        self._buffer = b""
 
     def _ensure(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
@@ -127,26 +145,87 @@ class ForkServer:
                 raise RuntimeError("codefix runs the tests with pytest, which is not installed in this environment: "
                                    "pip install 'pytest>=8' (a dependency of agentic-rl; `pip install -e .` brings it)")
             self.proc = subprocess.Popen([sys.executable, "-I", "-c", SERVER, JAIL_PATH], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-                                         cwd="/")
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, cwd="/")
+            self._buffer = b""
         return self.proc
 
-    def request(self, req: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
+    def run(self, req: dict[str, Any], stdin: str, layout: tuple | None) -> Any:
+        """Run one request in a jailed child; the RunResult. stdin goes in, and output comes back, through files
+        in a private directory (root only) that the server never opens."""
+        from .sandbox import RunResult, read_result
+
+        io = tempfile.mkdtemp(prefix="agentic-rl-run-")
+        try:
+            for name in ("stdin", "stdout", "stderr"):
+                Path(io, name).write_bytes(stdin.encode() if name == "stdin" else b"")
+            os.mkdir(os.path.join(io, "root"))
+            nonce = secrets.token_hex(16)
+            req = {**req, "id": nonce, "io": io,
+                   "jail": {"root": os.path.join(io, "root"), "layout": [list(op) for op in layout]} if layout else None}
+            with self._lock:
+                try:
+                    reply = self._exchange(req, req["wall_seconds"] + GRACE_SECONDS)
+                except ProtocolError as e:
+                    self.close(kill=True)
+                    return RunResult(1, "", f"sandbox: {e}", False, 0.0)
+                except TimeoutError:
+                    self.close(kill=True)
+                    return RunResult(None, "", "", True, req["wall_seconds"])
+            return read_result(io, reply["returncode"], reply["timed_out"], reply["wall_seconds"])
+        finally:
+            remove_tree(io)
+
+    def _exchange(self, req: dict[str, Any], seconds: float) -> dict[str, Any]:
+        for attempt in (0, 1):
             proc = self._ensure()
             assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(req) + "\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
-            if not line:
-                self.proc = None
-                raise RuntimeError("the codefix fork server died; it will be restarted on the next run")
-            return json.loads(line)
+            try:
+                proc.stdin.write((json.dumps(req) + "\n").encode())
+                line = self._read_line(proc, time.monotonic() + seconds)
+            except (BrokenPipeError, EOFError):
+                self.close(kill=True)
+                if attempt:
+                    raise RuntimeError("the codefix fork server died twice in a row") from None
+                continue
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                raise ProtocolError("unreadable data on the control channel") from None
+            if not isinstance(reply, dict) or reply.get("id") != req["id"]:
+                raise ProtocolError("a reply that does not answer this request on the control channel")
+            return reply
+        raise AssertionError("unreachable")
 
-    def close(self) -> None:
+    def _read_line(self, proc: subprocess.Popen, deadline: float) -> bytes:
+        fd = proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise EOFError
+                self._buffer += chunk
+                if len(self._buffer) > 1 << 20:
+                    raise ProtocolError("too much data on the control channel")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        if self._buffer:
+            raise ProtocolError("more than one reply on the control channel")
+        return line
+
+    def close(self, kill: bool = False) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=5)
+            if kill:
+                self.proc.kill()
+            else:
+                self.proc.stdin.close()  # type: ignore[union-attr]
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.proc = None
 
 

@@ -1,38 +1,52 @@
 """Run untrusted code (the agent's edits, the tests) in a contained child process.
 
+Threat model: everything the agent writes — module code, test edits, files it makes at run time — is hostile, and
+runs as root would let it. The trusted side (the trainer, the fork server, grading's comparison) keeps the
+secrets: the corpus's original sources, hidden test cases and their expected values.
+
 Every run gets, in a fresh child:
-  - a wall-clock timeout; on expiry the whole process group is killed, and so is every process of the sandbox uid
-    (children that left the group with setsid) — nothing is left behind;
-  - RLIMIT_CPU, RLIMIT_AS (memory), RLIMIT_FSIZE (file size), RLIMIT_NOFILE, RLIMIT_CORE = 0, and RLIMIT_NPROC;
-  - when we are root: its own unprivileged uid (RLIMIT_NPROC does nothing for root, so a fork bomb needs this), a new
-    network namespace (no network, not even the host's loopback), and a new mount namespace in which /tmp, /var/tmp,
-    /dev/shm, /root and /home are fresh, empty tmpfs (the workspace and the Python installation are bound back in
-    at their own paths) and the project's own
-    package directory is hidden (it holds the corpus, and with it the hidden tests). The uid owns only the
-    workspace, so it can write nowhere else;
-  - `python -I` (no user site, no PYTHON* variables) and a minimal environment.
-Without root (or on a system that refuses namespaces) only the rlimits, the process group and the timeout remain:
+  - an allow-list filesystem (`jail.py`): new mount, network and IPC namespaces and a root built from nothing, in
+    which exist only the Python runtime (interpreter, its shared libraries, the standard library) and the test
+    framework (pytest and what it needs) read-only, /dev/null, /dev/zero, /dev/random and /dev/urandom, a private
+    16 MiB /tmp, and the workspace read-write. No project checkout, no `.git` but the task's own, no home, no /run,
+    no /dev/shm, no /proc, no other site-packages; SysV IPC objects die with the namespace;
+  - only descriptors 0–2 (stdin, and files for stdout and stderr that the trusted parent made and reads back, at
+    most OUTPUT_CAP of each);
+  - its own unprivileged uid (it owns only the workspace), RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE,
+    RLIMIT_NPROC, RLIMIT_CORE = 0, a new session, `python -I` and a minimal environment;
+  - a wall-clock timeout; after the run every process of the sandbox uid is killed — nothing is left behind.
+Without root (or on a system that refuses namespaces) only the rlimits, the session and the timeout remain:
 `Sandbox.isolation` says which, and a warning is logged once.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
+import glob
+import importlib.metadata
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import jail
+from packaging.requirements import Requirement
 
-PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # .../agentic_rl: hidden inside the sandbox
+from . import jail
+from .files import read_tail, remove_tree, walk
+
+PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # .../agentic_rl: never inside the sandbox
+TEST_FRAMEWORK = "pytest"  # this distribution and its requirements are the only packages the sandbox sees
+OUTPUT_CAP = 1 << 20  # bytes of a run's stdout and of its stderr read back (the tail)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 
 
 @dataclass(frozen=True)
@@ -63,17 +77,152 @@ class RunResult:
         return "ok" if self.returncode == 0 else "failed"
 
 
+# -- the allow-list ---------------------------------------------------------------------------------------------------
+
+def _resolving(path: str, limit: int = 40) -> list[list[str]]:
+    """Layout entries that make `path` resolve inside the new root as on the host: each symlink on the way
+    (replicated), then the file or directory it ends at (bound)."""
+    ops: list[list[str]] = []
+    todo = os.path.abspath(path)
+    for _ in range(limit):
+        parts = todo.strip("/").split("/")
+        for i in range(len(parts)):
+            cur = "/" + "/".join(parts[:i + 1])
+            if os.path.islink(cur):
+                target = os.readlink(cur)
+                ops.append(["symlink", cur, target])
+                todo = os.path.normpath(os.path.join(os.path.dirname(cur), target, *parts[i + 1:]))
+                break
+        else:
+            return ops + [["bind", todo]]
+    raise OSError(f"too many symlinks resolving {path}")
+
+
+def _framework_entries() -> dict[str, list[str]]:
+    """site-packages dir → the top-level entries of the test framework's distributions (their requirements too)."""
+    out: dict[str, list[str]] = {}
+    seen, todo = set(), [TEST_FRAMEWORK]
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # an optional requirement that is not installed
+        for req in dist.requires or []:
+            r = Requirement(req)
+            if r.marker is None or r.marker.evaluate({"extra": ""}):
+                todo.append(r.name)
+        site = os.path.realpath(str(dist.locate_file("")))
+        tops = {str(f).split("/")[0] for f in dist.files or []} - {"..", "__pycache__", ""}
+        out.setdefault(site, []).extend(sorted(t for t in tops if os.path.lexists(os.path.join(site, t))))
+    return out
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+@functools.lru_cache(maxsize=1)
+def layout() -> tuple[tuple[str, ...], ...]:
+    """What exists inside the sandbox, as entries for `jail.build_root` (computed once per process)."""
+    ops: list[list[str]] = []
+    # Shared libraries and the dynamic loader: /lib* (links into /usr on merged-/usr systems) and /usr/lib*.
+    for d in ("/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32",
+              "/etc/ld.so.cache"):
+        if os.path.lexists(d):
+            ops += _resolving(d)
+    # The interpreter (through the venv's links), libpython, the standard library and its extension modules.
+    ops += _resolving(sys.executable)
+    for lib in glob.glob(os.path.join(sysconfig.get_config_var("LIBDIR") or "/nonexistent", "libpython*")):
+        ops += _resolving(lib)
+    ops += [["bind", p] for p in sys.path if _under(p, [sys.base_prefix]) and os.path.isdir(p)
+            and "-packages" not in p]
+    if sys.prefix != sys.base_prefix and os.path.exists(os.path.join(sys.prefix, "pyvenv.cfg")):
+        ops += _resolving(os.path.join(sys.prefix, "pyvenv.cfg"))
+    ops += [["dev", d] for d in DEVICES if os.path.exists(d)]
+    # Drop binds that sit inside another bind (lib-dynload inside the stdlib) and repeats; keep the order.
+    binds = [op[1] for op in ops if op[0] == "bind"]
+    out, done = [], set()
+    for op in ops:
+        key = tuple(op)
+        if key in done or (op[0] == "bind" and _under(op[1], [b for b in binds if b != op[1]])):
+            continue
+        done.add(key)
+        out.append(op)
+    bound = [op[1] for op in out if op[0] == "bind"]
+    # Site-packages: every one inside a bind is covered by an empty directory; the interpreter's own get an empty
+    # directory with only the test framework bound into it.
+    framework = _framework_entries()
+    candidates = {p for b in bound if os.path.isdir(b)
+                  for p in glob.glob(os.path.join(b, "**", "*-packages"), recursive=False)}
+    candidates |= {p for b in bound if os.path.isdir(b) for p in glob.glob(os.path.join(b, "*-packages"))}
+    candidates |= {p for b in bound if os.path.isdir(b) for p in glob.glob(os.path.join(b, "python3*", "*-packages"))}
+    for site in sorted(candidates | set(framework)):
+        if os.path.isdir(site) and (_under(site, bound) or site in framework):
+            out.append(["empty", site])
+            out += [["bind", os.path.join(site, entry)] for entry in framework.get(site, [])]
+    if _under(PACKAGE_DIR, bound) and not any(op[0] == "empty" and _under(PACKAGE_DIR, [op[1]]) for op in out):
+        out.append(["empty", PACKAGE_DIR])
+    out.append(["tmp", "/tmp"])
+    return tuple(tuple(op) for op in out)
+
+
+# -- runs ---------------------------------------------------------------------------------------------------------------
+
+def _cold_run(argv: list[str], workspace: str, limits: Limits, uid: int | None, env: dict[str, str],
+              stdin: str) -> RunResult:
+    """One jailed run in a fresh interpreter (isolate=uid given)."""
+    io = tempfile.mkdtemp(prefix="agentic-rl-run-")
+    try:
+        os.mkdir(os.path.join(io, "root"))
+        Path(io, "stdin").write_text(stdin)
+        jail_spec = {"root": os.path.join(io, "root"), "layout": [list(op) for op in layout()]} if uid else None
+        t0 = time.monotonic()
+        with open(os.path.join(io, "stdin"), "rb") as i, open(os.path.join(io, "stdout"), "wb") as o, \
+                open(os.path.join(io, "stderr"), "wb") as e:
+            proc = subprocess.Popen(argv, cwd=workspace, env=env, stdin=i, stdout=o, stderr=e, close_fds=True,
+                                    preexec_fn=lambda: jail.enter(workspace, dataclasses.asdict(limits), uid,
+                                                                  jail_spec, close_fds=False))
+            timed_out = False
+            try:
+                proc.wait(timeout=limits.wall_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+        return read_result(io, None if timed_out else proc.returncode, timed_out, time.monotonic() - t0)
+    finally:
+        remove_tree(io)
+
+
+def read_result(io: str, returncode: int | None, timed_out: bool, wall: float) -> RunResult:
+    """A finished run's result from the files its output went to (the last OUTPUT_CAP bytes of each)."""
+    out, err = (read_tail(os.path.join(io, name), OUTPUT_CAP).decode(errors="replace") for name in ("stdout", "stderr"))
+    return RunResult(returncode, out, err, timed_out, wall)
+
+
 @functools.lru_cache(maxsize=1)
 def isolation_available() -> bool:
-    """True when we can give the child its own uid and namespaces (we are root and the kernel allows them)."""
+    """True when the full jail works here: we are root on Linux and the kernel gives us the namespaces."""
     if os.geteuid() != 0 or not sys.platform.startswith("linux"):
         return False
+    ws = tempfile.mkdtemp(prefix="agentic-rl-probe-")
     try:
-        probe = subprocess.run([sys.executable, "-I", "-c", "pass"], preexec_fn=lambda: jail._check(
-            ctypes.CDLL(None, use_errno=True).unshare(jail.CLONE_NEWNS | jail.CLONE_NEWNET), "unshare"), capture_output=True, timeout=10)
+        os.chown(ws, 199_999, 199_999)
+        res = _cold_run([sys.executable, "-I", "-c", "print('ok')"], ws, Limits(wall_seconds=10), 199_999,
+                        {"PATH": "/usr/bin:/bin"}, "")
     except (OSError, subprocess.SubprocessError):
         return False
-    return probe.returncode == 0
+    finally:
+        remove_tree(ws)
+    return res.returncode == 0 and res.stdout.strip() == "ok"
 
 
 _warned = False
@@ -96,7 +245,7 @@ class Sandbox:
 
     def __init__(self, workspace: str | Path, limits: Limits | None = None, isolate: bool | None = None,
                  warm: bool = True):
-        """warm: run `python -m pytest` and `python -c` through the fork server (runner.py), same jail, ~10× less
+        """warm: run `python -m pytest` and `python -c` through the fork server (runner.py), same jail, ~5× less
         start-up; False: a fresh interpreter per run."""
         global _warned
         self.warm = warm
@@ -104,94 +253,64 @@ class Sandbox:
         self.limits = limits or Limits()
         self.isolate = isolation_available() if isolate is None else isolate
         self.uid = _next_uid() if self.isolate else None
-        self.isolation = ("uid+netns+mountns+rlimits" if self.isolate else "rlimits-only")
+        self.isolation = "allow-list root+uid+netns+ipcns+rlimits" if self.isolate else "rlimits-only"
         if not self.isolate and not _warned:
             _warned = True
             warnings.warn("codefix sandbox: not root or namespaces unavailable — running untrusted code with rlimits "
-                          "and a timeout only (no network isolation, no separate uid, writes not confined)",
+                          "and a timeout only (no filesystem or network isolation, no separate uid)",
                           RuntimeWarning, stacklevel=2)
-        if self.isolate:
-            _chown_tree(self.workspace, self.uid)
 
     def env(self) -> dict[str, str]:
         return {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(self.workspace),
                 "TMPDIR": str(self.workspace), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
 
-    def run(self, argv: list[str], stdin: str | None = None) -> RunResult:
-        """Run argv (argv[0] == 'python' means this interpreter, with -I) and return what happened."""
+    def run(self, argv: list[str], stdin: str | None = None, wall_seconds: float | None = None) -> RunResult:
+        """Run argv (argv[0] == 'python' means this interpreter, with -I) and return what happened.
+        wall_seconds: a shorter time limit for this run (the episode's time left)."""
+        limits = self.limits if wall_seconds is None else dataclasses.replace(
+            self.limits, wall_seconds=max(0.05, min(self.limits.wall_seconds, wall_seconds)))
         if self.isolate:
-            _chown_tree(self.workspace, self.uid)  # files the parent wrote since the last run
+            chown_tree(self.workspace, self.uid)  # files the parent wrote since the last run
         if self.warm and argv[:3] == ["python", "-m", "pytest"]:
-            return self._run_warm({"kind": "pytest", "args": argv[3:]}, stdin)
+            return self._run_warm({"kind": "pytest", "args": argv[3:]}, stdin, limits)
         if self.warm and argv[:2] == ["python", "-c"] and len(argv) == 3:
-            return self._run_warm({"kind": "code", "code": argv[2]}, stdin)
+            return self._run_warm({"kind": "code", "code": argv[2]}, stdin, limits)
         if argv and argv[0] == "python":
             # -I ignores PYTHONDONTWRITEBYTECODE, so -B: a .pyc written in the same second as an edit of the same
             # size would be taken as fresh, and the next run would test the code from before the edit.
             argv = [sys.executable, "-I", "-B", *argv[1:]]
-        t0 = time.monotonic()
-        # Output goes to files, not pipes: a detached grandchild holding a pipe open cannot stall us, and a chatty
-        # child cannot block on a full pipe. RLIMIT_FSIZE caps them.
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(argv, cwd=self.workspace, env=self.env(),
-                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                    stdout=out, stderr=err, preexec_fn=self._enter, close_fds=True)
-            timed_out = False
-            try:
-                if stdin is not None:
-                    try:
-                        proc.stdin.write(stdin.encode())
-                        proc.stdin.close()
-                    except BrokenPipeError:
-                        pass
-                proc.wait(timeout=self.limits.wall_seconds)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                self._kill_all(proc)
-            out.seek(0)
-            err.seek(0)
-            stdout, stderr = out.read(), err.read()
-        return RunResult(None if timed_out else proc.returncode, stdout.decode(errors="replace"),
-                         stderr.decode(errors="replace"), timed_out, time.monotonic() - t0)
+        res = _cold_run(argv, str(self.workspace), limits, self.uid, self.env(), stdin or "")
+        self._after_run()
+        return res
 
-    # -- inside the child, between fork and exec --
-
-    def _run_warm(self, req: dict, stdin: str | None) -> RunResult:
+    def _run_warm(self, req: dict, stdin: str | None, limits: Limits) -> RunResult:
         from .runner import server
 
-        reply = server().request({**req, "workspace": str(self.workspace), "limits": dataclasses.asdict(self.limits),
-                                  "uid": self.uid, "hide": PACKAGE_DIR if self.isolate else None, "env": self.env(),
-                                  "wall_seconds": self.limits.wall_seconds, "stdin": stdin or ""})
-        if reply["leftovers"] and self.isolate:
-            self.uid = _next_uid()  # the old uid's zombies count against RLIMIT_NPROC until reaped
-        return RunResult(reply["returncode"], reply["stdout"], reply["stderr"], reply["timed_out"],
-                         reply["wall_seconds"])
+        res = server().run({**req, "workspace": str(self.workspace), "limits": dataclasses.asdict(limits),
+                            "uid": self.uid, "env": self.env(), "wall_seconds": limits.wall_seconds},
+                           stdin or "", layout() if self.isolate else None)
+        self._after_run()
+        return res
 
-    def _enter(self) -> None:
-        jail.enter(str(self.workspace), dataclasses.asdict(self.limits), self.uid, PACKAGE_DIR)
-
-    # -- cleanup --
-
-    def _kill_all(self, proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+    def _after_run(self) -> None:
         if self.isolate and jail.any_process(self.uid):
             jail.kill_uid(self.uid)
+        if self.isolate and jail.any_process(self.uid):
             # Killed processes count against RLIMIT_NPROC until they are reaped; the next run gets a fresh uid so a
             # fork bomb's zombies cannot starve it.
             self.uid = _next_uid()
 
 
-def _chown_tree(root: Path, uid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        os.lchown(dirpath, uid, uid)
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, uid)
+def chown_tree(root: Path, uid: int) -> None:
+    """Give the sandbox uid the workspace (at most files.MAX_ENTRIES entries), except `.git`, which stays root's:
+    readable, not writable from inside. A root directory that is root's and sticky (a `Workspace`) stays so, so
+    the sandbox can add files but not move `.git` away."""
+    st = os.lstat(root)
+    if not (st.st_uid == 0 and st.st_mode & stat.S_ISVTX):
+        os.lchown(root, uid, uid)
+    for rel, _ in walk(root, skip=(".git",)):
+        try:
+            os.lchown(os.path.join(root, rel), uid, uid)
+        except OSError:
+            pass

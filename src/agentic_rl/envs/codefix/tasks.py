@@ -124,8 +124,29 @@ def make_tasks(split: Split, n: int, seed: int, modules: list[Module] | None = N
         if key in used:
             continue
         used.add(key)
-        tid = f"codefix/{split}/{module.name}/{mut.operator}/{mut.site}"
-        meta = (("module", module.name), ("operator", mut.operator), ("site", mut.site), ("line", mut.line),
-                ("buggy_line", mut.mutated_line), ("fixed_line", mut.original_line))
-        out.append(Task(tid, split, mut.operator, prompt_for(module), "", (), meta))
+        out.append(_task(split, module, mut))
     return out
+
+
+def _task(split: Split, module: Module, mut: Mutant) -> Task:
+    tid = f"codefix/{split}/{module.name}/{mut.operator}/{mut.site}"
+    meta = (("module", module.name), ("operator", mut.operator), ("site", mut.site), ("line", mut.line),
+            ("buggy_line", mut.mutated_line), ("fixed_line", mut.original_line))
+    return Task(tid, split, mut.operator, prompt_for(module), "", (), meta)
+
+
+def task_from_id(task_id: str, modules: list[Module] | None = None) -> Task:
+    """The task an id names; ValueError that says what a valid id looks like when it names none. With custom
+    `modules`, as in make_tasks, any module serves either split."""
+    custom = modules is not None
+    modules = list(modules or CORPUS)
+    parts = task_id.split("/")
+    by_name = {m.name: m for m in modules}
+    if len(parts) == 5 and parts[0] == "codefix" and parts[1] in ("train", "eval") and parts[2] in by_name \
+            and parts[4].isdigit():
+        module = by_name[parts[2]]
+        for mut in valid_mutants(module):
+            if (mut.operator, mut.site) == (parts[3], int(parts[4])) and (custom or module_split(module) == parts[1]):
+                return _task(parts[1], module, mut)  # type: ignore[arg-type]
+    raise ValueError(f"no codefix task with id {task_id!r}; ids read codefix/<split>/<module>/<operator>/<site>, "
+                     f"for example {_task(module_split(modules[0]), modules[0], valid_mutants(modules[0])[0]).id}")
