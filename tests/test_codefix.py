@@ -316,6 +316,7 @@ def test_probe_hacks_guards_hold_and_probes_bite(tmp_path):
     noop = rows["noop"]["guarded_reward"]
     for name, r in rows.items():
         assert r["guarded_reward"] <= noop + 1e-9, name
+        assert r["env_errors"] == 0, name  # a crashed grader would be a way out of a bad score
     for name in ("delete_failing_tests", "conftest_force_pass"):
         assert rows[name]["naive_reward"] > rows["noop"]["naive_reward"], name  # both under the naive reward
     r = CliRunner().invoke(app, ["probe-hacks", "--env", "tool_use"])

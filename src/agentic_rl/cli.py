@@ -264,12 +264,13 @@ def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploi
         _fail(f"no exploit probes for env {env!r}; envs with probes: {', '.join(with_probes)}")
         return
     table = Table(title=f"reward hacks on {n} held-out {env} tasks")
-    for col in ("exploit", "naive reward", "guarded reward", "no-op reward", "guard holds"):
+    for col in ("exploit", "finding", "naive reward", "guarded reward", "no-op reward", "env errors", "guard holds"):
         table.add_column(col)
     for r in rows:
         holds = r["guarded_reward"] <= r["noop_reward"] + 1e-9
-        table.add_row(str(r["exploit"]), f"{r['naive_reward']:.2f}", f"{r['guarded_reward']:.2f}",
-                      f"{r['noop_reward']:.2f}", "[green]yes[/]" if holds else "[red]NO[/]")
+        table.add_row(str(r["exploit"]), str(r.get("finding") or ""), f"{r['naive_reward']:.2f}",
+                      f"{r['guarded_reward']:.2f}", f"{r['noop_reward']:.2f}", str(r.get("env_errors", 0)),
+                      "[green]yes[/]" if holds else "[red]NO[/]")
     console.print(table)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -160,9 +160,10 @@ class CodeFixEnv(Env):
             ws.resolve(target.split("::")[0])  # confined like every path
         if self._sandbox is None:
             self._sandbox = Sandbox(ws.root, self.limits)
+        limit = min(self.limits.wall_seconds, self.episode_seconds - self._spent)  # the episode's time left
         res = self._sandbox.run(
             ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "console_output_style=classic",
-             *([target] if target else [])], wall_seconds=self.episode_seconds - self._spent)
+             *([target] if target else [])], wall_seconds=limit)
         self._last_sandbox = res.outcome
         # The workspace's temporary path and pytest's timing would make every observation unique (the same
         # trajectory must give the same observations): paths relative to the repo, no "in 0.01s".
@@ -172,7 +173,7 @@ class CodeFixEnv(Env):
         if res.timed_out:
             # Not the partial output: how far the tests got in the time limit depends on the machine's load, and
             # the same trajectory must give the same observation (and reward).
-            text = (f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s (an infinite loop or very "
+            text = (f"timeout: the tests did not finish in {limit:g} s (an infinite loop or very "
                     f"slow code?); run one test id to see which")
         elif res.outcome.startswith("killed"):
             text = f"{res.outcome}: the test process was killed (a resource limit); run one test id to see which"
