@@ -205,13 +205,16 @@ def test_malformed_output_scores_as_a_failed_attempt(env_and_task, noop, exploit
 
 
 def test_a_fault_outside_the_agents_reach_stays_an_env_error(monkeypatch):
-    def broken(self, *a, **k):
-        raise RuntimeError("the codefix fork server died twice in a row")
+    """The fork server dying is the env's failure: the episode ends as env_error at that run_test, unscored."""
+    def dies(self, *a, **k):
+        raise EOFError
 
-    monkeypatch.setattr(Sandbox, "run", broken)
+    monkeypatch.setattr(ForkServer, "_read_line", dies)
     task = CodeFixEnv().tasks("eval", 1, 0)[0]
     trajs = run_episodes(lambda: CodeFixEnv(), [task], TeacherPolicy(), seed=0)
-    assert trajs[0].outcome == "env_error"
+    calls = [m["tool_calls"][0]["function"]["name"] for m in trajs[0].messages if m.get("tool_calls")]
+    assert trajs[0].outcome == "env_error" and calls == ["read_file", "run_test"]
+    assert "fork server died" in trajs[0].info["error"]
 
 
 # ---- 6: nothing survives a run -------------------------------------------------------------------------------------
@@ -223,7 +226,7 @@ def _state() -> dict[str, object]:
     files = {}
     for top in WRITABLE:
         for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = [d for d in dirnames if not d.startswith(("pytest-of-", "tmp"))]
+            dirnames[:] = [d for d in dirnames if not d.startswith("pytest-of-")]  # this test run's own tmp_path
             for name in filenames + dirnames:
                 p = os.path.join(dirpath, name)
                 try:

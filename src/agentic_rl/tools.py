@@ -28,6 +28,11 @@ class ToolError(Exception):
     """Raised by a tool to tell the agent something went wrong; the message becomes the observation."""
 
 
+class InfrastructureError(RuntimeError):
+    """Raised by a tool when the env's own machinery failed, not the call: it is not the agent's to see or to be
+    scored on, so it passes through `Tool.__call__` and ends the episode as `env_error`."""
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What one tool call gave back to the agent: text, and whether it was an error."""
@@ -77,6 +82,8 @@ class Tool:
             out = self.fn(**arguments)
         except ToolError as e:
             return ToolResult(f"error: {e}", ok=False, error_kind="tool_error")
+        except InfrastructureError:
+            raise
         except Exception as e:  # a bug in a tool is the env's problem, reported to the agent, not a trainer crash
             return ToolResult(f"error: {self.name} failed: {type(e).__name__}: {e}", ok=False, error_kind="crash")
         return ToolResult(out if isinstance(out, str) else to_json(out), ok=True)

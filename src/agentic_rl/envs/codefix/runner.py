@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...tools import InfrastructureError
 from .files import remove_tree
 
 JAIL_PATH = str(Path(__file__).with_name("jail.py"))
@@ -142,7 +143,7 @@ class ForkServer:
     def _ensure(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
             if importlib.util.find_spec("pytest") is None:  # the server imports it first thing, and would just die
-                raise RuntimeError("codefix runs the tests with pytest, which is not installed in this environment: "
+                raise InfrastructureError("codefix runs the tests with pytest, which is not installed in this environment: "
                                    "pip install 'pytest>=8' (a dependency of agentic-rl; `pip install -e .` brings it)")
             self.proc = subprocess.Popen([sys.executable, "-I", "-c", SERVER, JAIL_PATH], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, cwd="/")
@@ -185,7 +186,7 @@ class ForkServer:
             except (BrokenPipeError, EOFError):
                 self.close(kill=True)
                 if attempt:
-                    raise RuntimeError("the codefix fork server died twice in a row") from None
+                    raise InfrastructureError("the codefix fork server died twice in a row") from None
                 continue
             try:
                 reply = json.loads(line)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from ...tools import InfrastructureError
 from . import jail
 from .files import read_tail, remove_tree, walk
 
@@ -156,10 +157,8 @@ def layout() -> tuple[tuple[str, ...], ...]:
     # Site-packages: every one inside a bind is covered by an empty directory; the interpreter's own get an empty
     # directory with only the test framework bound into it.
     framework = _framework_entries()
-    candidates = {p for b in bound if os.path.isdir(b)
-                  for p in glob.glob(os.path.join(b, "**", "*-packages"), recursive=False)}
+    candidates = {p for b in bound if os.path.isdir(b) for p in glob.glob(os.path.join(b, "*", "*-packages"))}
     candidates |= {p for b in bound if os.path.isdir(b) for p in glob.glob(os.path.join(b, "*-packages"))}
-    candidates |= {p for b in bound if os.path.isdir(b) for p in glob.glob(os.path.join(b, "python3*", "*-packages"))}
     for site in sorted(candidates | set(framework)):
         if os.path.isdir(site) and (_under(site, bound) or site in framework):
             out.append(["empty", site])
@@ -237,7 +236,7 @@ def _next_uid() -> int:
         _uid_turn = (_uid_turn + 1) % 100
         if not jail.any_process(base + _uid_turn):
             return base + _uid_turn
-    raise RuntimeError("no free sandbox uid: 100 uids of this process still have processes")
+    raise InfrastructureError("no free sandbox uid: 100 uids of this process still have processes")
 
 
 class Sandbox:
