@@ -128,8 +128,9 @@ def _under(path: str, roots: list[str]) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def layout() -> tuple[tuple[str, ...], ...]:
-    """What exists inside the sandbox, as entries for `jail.build_root` (computed once per process)."""
-    ops: list[list[str]] = []
+    """What exists inside the sandbox, as entries for `jail.build_root` (computed once per process). The private
+    /tmp comes first, so that what is bound from under the host's /tmp (a venv there) lands inside it."""
+    ops: list[list[str]] = [["tmp", "/tmp"]]
     # Shared libraries and the dynamic loader: /lib* (links into /usr on merged-/usr systems) and /usr/lib*.
     for d in ("/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32",
               "/etc/ld.so.cache"):
@@ -165,7 +166,6 @@ def layout() -> tuple[tuple[str, ...], ...]:
             out += [["bind", os.path.join(site, entry)] for entry in framework.get(site, [])]
     if _under(PACKAGE_DIR, bound) and not any(op[0] == "empty" and _under(PACKAGE_DIR, [op[1]]) for op in out):
         out.append(["empty", PACKAGE_DIR])
-    out.append(["tmp", "/tmp"])
     return tuple(tuple(op) for op in out)
 
 
