@@ -223,10 +223,14 @@ WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
 def _state() -> dict[str, object]:
+    """Every file in the host's writable places, and the SysV IPC objects. Left out: this test run's own files
+    (pytest's tmp_path, and the checkout and venv when they live under /tmp, as in a CI clone)."""
+    own = (str(CHECKOUT), sys.prefix)
     files = {}
     for top in WRITABLE:
         for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = [d for d in dirnames if not d.startswith("pytest-of-")]  # this test run's own tmp_path
+            dirnames[:] = [d for d in dirnames if not d.startswith("pytest-of-")
+                           and not os.path.join(dirpath, d).startswith(own)]
             for name in filenames + dirnames:
                 p = os.path.join(dirpath, name)
                 try:
