@@ -173,8 +173,9 @@ class CodeFixEnv(Env):
         if res.timed_out:
             # Not the partial output: how far the tests got in the time limit depends on the machine's load, and
             # the same trajectory must give the same observation (and reward).
-            text = (f"timeout: the tests did not finish in {limit:g} s (an infinite loop or very "
-                    f"slow code?); run one test id to see which")
+            text = (f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s (an infinite loop or very "
+                    f"slow code?); run one test id to see which" if limit >= self.limits.wall_seconds else
+                    "timeout: the episode's time ran out while the tests ran")
         elif res.outcome.startswith("killed"):
             text = f"{res.outcome}: the test process was killed (a resource limit); run one test id to see which"
         return text
