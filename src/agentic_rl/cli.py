@@ -1,4 +1,5 @@
-"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout, eval, doctor, probe-hacks, report."""
+"""The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout, eval, doctor, probe-hacks, models,
+report."""
 
 from __future__ import annotations
 
@@ -275,6 +276,42 @@ def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploi
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(rows, indent=2))
+
+
+models_app = typer.Typer(help="Model presets: list them and what is cached, or fetch one ahead of a run.",
+                         invoke_without_command=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback()
+def models_list(ctx: typer.Context) -> None:
+    """List the model presets (weights that ship in a package on the index) and whether each is cached."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from rich.table import Table
+
+    from .models import PRESETS, cache_root, is_cached
+
+    table = Table(title=f"model presets (cache: {cache_root()}; set AGENTIC_RL_CACHE to move it)")
+    for col in ("name", "model", "from", "license", "cached"):
+        table.add_column(col)
+    for p in PRESETS.values():
+        table.add_row(p.name, p.description, f"{p.distribution}=={p.version}", p.license,
+                      "[green]yes[/]" if is_cached(p.name) else "no")
+    console.print(table)
+
+
+@models_app.command("fetch")
+def models_fetch(name: str = typer.Argument(..., help="A preset name (agentic-rl models lists them).")) -> None:
+    """Download a preset's package, check its sha256 and convert it once into a plain HF directory in the cache."""
+    from .models import fetch_preset
+
+    try:
+        path = fetch_preset(name)
+    except ValueError as err:
+        _fail(str(err))
+        return
+    console.print(f"{name} → {path}")
 
 
 @app.command()

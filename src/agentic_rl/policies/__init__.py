@@ -1,15 +1,17 @@
-"""Policies by spec: a local HF model directory, `tiny`, `teacher`, `noisy-teacher`, `random`, `script:FILE`."""
+"""Policies by spec: a model (directory, .gguf, Hub id, preset), `tiny`, `teacher`, `noisy-teacher`, `random`, `script:FILE`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..envs.base import Env
+from ..models import resolve_model
 from .base import Policy, Session, TokenRecord, Turn
 from .hf import HFPolicy, SamplingConfig, TokenContinuityError
 from .scripted import RandomPolicy, ScriptPolicy, TeacherPolicy
 
-POLICY_SPECS = "a local Hugging Face model directory, tiny, teacher, noisy-teacher, random, or script:FILE"
+POLICY_SPECS = ("a model (a local Hugging Face directory, a .gguf file, a Hub id org/name, or a preset: "
+                "smollm2-135m), tiny, teacher, noisy-teacher, random, or script:FILE")
 
 
 def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
@@ -27,9 +29,12 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
         from ..tiny_build import build_tiny_for_env
 
         return HFPolicy(build_tiny_for_env(env, Path(workdir or "runs/tiny-init")), sampling)
-    if Path(spec).is_dir():
-        return HFPolicy(spec, sampling)
-    raise ValueError(f"unknown policy {spec!r}; valid: {POLICY_SPECS}")
+    try:
+        path = resolve_model(spec)
+    except ValueError as e:
+        raise ValueError(f"unknown policy {spec!r}: {e}; or a policy that is not a model: tiny, teacher, "
+                         "noisy-teacher, random, script:FILE") from None
+    return HFPolicy(path, sampling)
 
 
 __all__ = [

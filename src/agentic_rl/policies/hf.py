@@ -22,6 +22,7 @@ from transformers.cache_utils import Cache
 
 from ..envs.base import Env, Message, Task, stable_hash
 from ..logprobs import common_prefix_len
+from ..models import resolve_model
 from ..numerics import warm_up_vml
 from ..render import Renderer
 from .attention import NAME as PACKED_GQA
@@ -52,11 +53,8 @@ class HFPolicy(Policy):
     """Any local causal-LM directory with a chat template (the tiny preset is one)."""
 
     def __init__(self, path: str | Path, sampling: SamplingConfig | None = None, model=None, tokenizer=None):
-        path = Path(path)
-        if model is None and not (path / "config.json").exists():
-            raise ValueError(f"{path} is not a Hugging Face model directory (no config.json); give a local "
-                             "directory saved with save_pretrained, or one of: tiny, teacher, noisy-teacher, random, "
-                             "script:FILE")
+        """path: a local model directory, a preset (`smollm2-135m`), a .gguf file or a Hub id (`models.sources`)."""
+        path = Path(path) if model is not None else resolve_model(str(path))
         self.path = path
         self.name = str(path)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
