@@ -4,6 +4,13 @@ SFT renders demonstrations with it; the agent loop renders prompts and tool obse
 re-rendering a sampled trajectory reproduces its ids. The mask comes from the template's `{% generation %}` markers
 (1 on the assistant's own tokens), or, for templates without them, from rendering each assistant turn's prefix.
 
+Tool calls with any chat template. A template that renders `tool_calls` and the `tool` role (Qwen2.5's, the tiny
+preset's) gets the messages as they are. One that does not — SmolLM2's prints only each message's `content`, so a
+call would render as an empty assistant turn and SFT would teach the model never to call a tool — gets them in the
+Hermes text convention instead, logged once: the call as `<tool_call>{...}</tool_call>` in the assistant's
+content, the tool result as `<tool_response>` text in a user turn (a role every template accepts). The tool
+schemas are in the env's system prompt either way.
+
 A model can sample a token sequence that is not the canonical tokenization of its own text ("ab" as "a"+"b").
 Re-tokenizing that text would change what the policy said, so callers pass each assistant turn's sampled ids
 (`assistant_ids`) and the renderer puts them in the assistant spans verbatim: tokens are kept as sampled.
@@ -18,7 +25,40 @@ from typing import Any
 
 from jinja2.exceptions import TemplateError
 
+from .parsing import format_tool_call
+
 logger = logging.getLogger(__name__)
+
+# A conversation whose every tool part carries a marker: a template renders tool calls and tool results natively
+# when all three markers come out.
+_PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+          {"role": "assistant", "content": "", "tool_calls": [
+              {"type": "function", "function": {"name": "probe_tool_name", "arguments": {"q": "probe_argument"}}}]},
+          {"role": "tool", "name": "probe_tool_name", "content": "probe_tool_result"}]
+
+
+def renders_tools(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template renders assistant `tool_calls` and `tool` messages itself."""
+    try:
+        text = tokenizer.apply_chat_template(_PROBE, tokenize=False)
+    except Exception:  # a template that raises on the tool role (or on tool_calls) does not support them
+        return False
+    return all(marker in text for marker in ("probe_tool_name", "probe_argument", "probe_tool_result"))
+
+
+def as_hermes_text(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same conversation with tool calls as `<tool_call>` text in the assistant's content and tool results as
+    `<tool_response>` text in user turns: for templates that render only roles and contents."""
+    out = []
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = "".join(format_tool_call(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"])
+            out.append({"role": "assistant", "content": (m.get("content") or "") + calls})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"})
+        else:
+            out.append(m)
+    return out
 
 SUFFIX_CHECKS = 16  # continuations per renderer checked against the whole conversation's (see continuation)
 
@@ -44,14 +84,23 @@ class Renderer:
         self.eos_id: int = tokenizer.eos_token_id
         self.has_generation_markers = "generation" in tokenizer.chat_template and \
             "endgeneration" in tokenizer.chat_template
+        self.native_tools = renders_tools(tokenizer)
         self._suffix_checks_left: int | None = SUFFIX_CHECKS  # None: render whole conversations (see continuation)
         if not self.has_generation_markers:
             logger.warning("chat template has no {%% generation %%} markers; finding assistant spans by prefix rendering")
+        if not self.native_tools:
+            logger.warning("chat template does not render tool calls or tool results; writing them as Hermes text: "
+                           "<tool_call>{...}</tool_call> in the assistant's content, <tool_response> in user turns")
+
+    def apply(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> Any:
+        """`apply_chat_template` on the messages as this template can render them (see the module docstring)."""
+        return self.tokenizer.apply_chat_template(list(messages) if self.native_tools else as_hermes_text(messages),
+                                                  **kwargs)
 
     def _template(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool,
                   with_mask: bool) -> tuple[list[int], list[int] | None]:
-        out = self.tokenizer.apply_chat_template(
-            list(messages), tokenize=True, return_dict=True, add_generation_prompt=add_generation_prompt,
+        out = self.apply(
+            messages, tokenize=True, return_dict=True, add_generation_prompt=add_generation_prompt,
             return_assistant_tokens_mask=with_mask)
         ids = list(out["input_ids"])
         return ids, (list(out["assistant_masks"]) if with_mask else None)
@@ -118,9 +167,8 @@ class Renderer:
 
     def _continuation(self, messages: Sequence[dict[str, Any]], last: int, add_generation_prompt: bool) -> list[int]:
         """Works by text: the conversation up to messages[last] must be a prefix of the whole one."""
-        before = self.tokenizer.apply_chat_template(list(messages[: last + 1]), tokenize=False)
-        after = self.tokenizer.apply_chat_template(list(messages), tokenize=False,
-                                                   add_generation_prompt=add_generation_prompt)
+        before = self.apply(messages[: last + 1], tokenize=False)
+        after = self.apply(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
         eos = self.tokenizer.eos_token
         cut = before.rfind(eos)
         if cut < 0 or not after.startswith(before):
