@@ -32,8 +32,8 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
     try:
         path = resolve_model(spec)
     except ValueError as e:
-        raise ValueError(f"unknown policy {spec!r}: {e}; or a policy that is not a model: tiny, teacher, "
-                         "noisy-teacher, random, script:FILE") from None
+        why = f" ({e})" if Path(spec).exists() or "/" in spec else ""  # a path or Hub id: say what went wrong
+        raise ValueError(f"unknown policy {spec!r}{why}; valid: {POLICY_SPECS}") from None
     return HFPolicy(path, sampling)
 
 
