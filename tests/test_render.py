@@ -139,8 +139,10 @@ def test_continuation_renders_the_whole_conversation_when_the_template_needs_it(
         for k, m in enumerate(t.messages[:-1]):
             if m["role"] != "assistant":
                 continue
-            before = tok.apply_chat_template(t.messages[: k + 1], tokenize=False)
-            after = tok.apply_chat_template(t.messages[: k + 2], tokenize=False, add_generation_prompt=True)
+            # the whole conversation as the renderer writes it for this template (NUMBERED has no tool support,
+            # so its calls and results are Hermes text: render.as_hermes_text)
+            before = r.apply(t.messages[: k + 1], tokenize=False)
+            after = r.apply(t.messages[: k + 2], tokenize=False, add_generation_prompt=True)
             new = after[before.rfind(tok.eos_token) + len(tok.eos_token):]
             assert r.continuation(t.messages[: k + 2]) == tok(new, add_special_tokens=False)["input_ids"]
     assert r._suffix_checks_left is None
