@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agentic_rl.config import ConfigError, load_config
 from agentic_rl.envs import make_env
 from agentic_rl.logprobs import sequence_logprobs
+from agentic_rl.lora import Trainee
 from agentic_rl.policies import TeacherPolicy
 from agentic_rl.precision import autocast
 from agentic_rl.render import Rendered, Renderer
@@ -28,7 +29,7 @@ def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env, optimizer, precisi
     r = Renderer(AutoTokenizer.from_pretrained(tiny_dir))
     demos = run_episodes(lambda: make_env("tool_use"), env.tasks("train", 8), TeacherPolicy())
     data = [r.render(d.messages) for d in demos]
-    opts = build_optimizers(model, SFTConfig(optimizer=optimizer, lr=3e-3, weight_decay=0.0))
+    opts = build_optimizers(Trainee(model), SFTConfig(optimizer=optimizer, lr=3e-3, weight_decay=0.0))
 
     def loss_fn():
         with autocast(precision, torch.device("cpu")):
@@ -47,7 +48,7 @@ def test_sft_loss_falls_on_a_small_fixed_batch(tiny_dir, env, optimizer, precisi
 
 def test_muon_takes_the_decoder_matrices_and_adamw_everything_else(tiny_dir):
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)
-    adamw, muon = build_optimizers(model, SFTConfig(optimizer="muon"))
+    adamw, muon = build_optimizers(Trainee(model), SFTConfig(optimizer="muon"))
     assert isinstance(adamw, torch.optim.AdamW) and isinstance(muon, torch.optim.Muon)
     names = {id(p): n for n, p in model.named_parameters()}
     in_muon = {names[id(p)] for g in muon.param_groups for p in g["params"]}

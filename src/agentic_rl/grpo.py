@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from .envs import make_env
 from .envs.base import stable_hash
 from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
+from .lora import LoRASettings, Trainee
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
 from .reporting import Reporter, ReportTo
@@ -68,7 +70,12 @@ class GRPOConfig(Config):
     epsilon_high: float = 0.28
     """Upper clip: the ratio may rise to 1 + ε_high (DAPO's clip-higher)."""
     beta: float = 0.0
-    """KL penalty to the frozen starting policy (k3 estimator); 0 loads no reference model."""
+    """KL penalty to the frozen starting policy (k3 estimator); 0 loads no reference model (with LoRA the reference
+    is the model with its adapter disabled: no second copy)."""
+    finetune: Literal["full", "lora"] = "full"
+    """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
+    lora: LoRASettings = Field(default_factory=LoRASettings)
+    """The adapter's settings, with `finetune: lora`."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Divide centred rewards by the group std, the batch std, or nothing (Dr. GRPO)."""
     loss_agg: Literal["seq_mean", "token_mean", "constant"] = "token_mean"
@@ -113,12 +120,14 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     console.print(f"[bold]GRPO[/] → {out}\n{cfg.to_yaml()}")
     env_factory = lambda: make_env(cfg.env, **cfg.env_args)
     env = env_factory()
-    policy = HFPolicy(ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens))
+    lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
+    policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens))
     model, tok = policy.model, policy.tokenizer
-    ref = None
-    if cfg.beta > 0:  # a frozen copy of the starting policy, only when the KL term is on
-        ref = HFPolicy(cfg.policy).model.eval().requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt)
+    ref: Any = None  # the starting policy, only when the KL term is on: LoRA's disabled adapter, or a frozen copy
+    if cfg.beta > 0:
+        ref = trainee if lora else HFPolicy(cfg.policy).model.eval().requires_grad_(False)
+    opt = torch.optim.AdamW(trainee.parameters(), lr=cfg.lr, weight_decay=0.0)
     step, best, zero_streak, stopped = 0, -math.inf, 0, None
     if ckpt is not None:
         state = load_trainer_state(ckpt)
@@ -181,7 +190,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                     _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
                                 n_tokens, stats, shared)
                 shared.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             step += 1
@@ -205,19 +214,19 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                 record["eval"] = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
                 if record["eval"]["success_rate"] > best:
                     best = record["eval"]["success_rate"]
-                    save_model_dir(model, tok, out / "best")
+                    save_model_dir(trainee.to_publish, tok, out / "best")
             reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                save_checkpoint(out, step, model, tok, {"optimizer": opt.state_dict(), "step": step, "best": best,
+                save_checkpoint(out, step, trainee.to_checkpoint, tok, {"optimizer": opt.state_dict(), "step": step, "best": best,
                                                         "zero_streak": zero_streak}, cfg.to_yaml())
             bar.update(job, completed=step, description=f"GRPO r̄ {record['reward_mean']:+.2f} "
                                                         f"succ {record['success_rate']:.2f}")
 
     # 5. The final policy and its held-out evaluation.
-    save_model_dir(model, tok, out / "model")
+    save_model_dir(trainee.to_publish, tok, out / "model")
     final = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
     if final["success_rate"] > best or not (out / "best").exists():
-        save_model_dir(model, tok, out / "best")
+        save_model_dir(trainee.to_publish, tok, out / "best")
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
                "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
     atomic_write_json(out / "summary.json", summary)
@@ -244,8 +253,9 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
         A[b, : len(t.mask)] = adv[b]
     per_tok, clipped = clipped_surrogate(logp, old, A, cfg.epsilon_low, cfg.epsilon_high)  # (B, T)
     if ref is not None:
-        with torch.no_grad():
-            ref_logp, _ = sequence_logprobs(ref, ids, cfg.temperature, masks=masks)
+        with torch.no_grad(), (ref.reference() if isinstance(ref, Trainee) else nullcontext()):
+            ref_logp, _ = sequence_logprobs(model if isinstance(ref, Trainee) else ref, ids, cfg.temperature,
+                                            masks=masks)
         kl = kl_k3(logp, ref_logp)
         per_tok = per_tok + cfg.beta * kl
         stats["kl_ref"] += float((kl.detach() * mask).sum())

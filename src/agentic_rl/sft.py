@@ -19,6 +19,7 @@ from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, 
 from .config import Config, ConfigError
 from .envs import make_env
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
+from .lora import LoRASettings, Trainee
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .precision import Precision, autocast
@@ -56,6 +57,10 @@ class SFTConfig(Config):
     policy: str = "tiny"
     """Starting policy: `tiny` (built here from a config and a locally trained tokenizer) or a local HF model dir."""
     tiny: TinyConfig = Field(default_factory=TinyConfig)
+    finetune: Literal["full", "lora"] = "full"
+    """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
+    lora: LoRASettings = Field(default_factory=LoRASettings)
+    """The adapter's settings, with `finetune: lora`."""
     """Size of the tiny model, when policy is `tiny`."""
     seed: int = 0
     """Seed for tasks, demonstrations, initialisation, data order and evaluation sampling."""
@@ -129,8 +134,10 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.
     init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
                               **cfg.tiny.model_dump(exclude={"vocab_size"})) if cfg.policy == "tiny" else Path(cfg.policy)
-    policy = HFPolicy(ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens))
+    lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `init` again
+    policy = HFPolicy(init if lora else ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens))
     model, tok = policy.model, policy.tokenizer
+    trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt)
     renderer = Renderer(tok)
     device = next(model.parameters()).device
 
@@ -149,7 +156,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     # 3. Optimisers (see build_optimizers) and one schedule for each: linear warmup, cosine decay to 10 % of the peak.
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
     total = cfg.max_steps or max(1, int(cfg.epochs * steps_per_epoch))
-    opts = build_optimizers(model, cfg)
+    opts = build_optimizers(trainee, cfg)
     warm = max(1, int(cfg.warmup_ratio * total))
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / warm) * (
         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0, s - warm) / max(1, total - warm)))))) for o in opts]
@@ -190,7 +197,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 loss.backward()
                 loss_sum += loss.item()
             shared.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
             for o, sc in zip(opts, scheds, strict=True):
                 o.step()
                 sc.step()
@@ -203,12 +210,12 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
             reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == total:
-                save_checkpoint(out, step, model, tok, _state(opts, scheds, step), cfg.to_yaml())
+                save_checkpoint(out, step, trainee.to_checkpoint, tok, _state(opts, scheds, step), cfg.to_yaml())
             bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
 
     # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison (each
     #    averaged over several sampled episodes per task: `final_eval_samples`, `teacher_samples`).
-    save_model_dir(model, tok, out / "model")
+    save_model_dir(trainee.to_publish, tok, out / "model")
     final = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed, samples=cfg.final_eval_samples)
     teacher_eval = evaluate_policy(env_factory, eval_tasks, teacher, cfg.seed, samples=cfg.teacher_samples)
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
@@ -233,18 +240,19 @@ def check_turn_budget(data: list[Rendered], max_new_tokens: int) -> None:
                           f"max_new_tokens={longest} or more.")
 
 
-def build_optimizers(model: torch.nn.Module, cfg: SFTConfig) -> list[torch.optim.Optimizer]:
-    """AdamW over everything, or Muon over the decoder layers' weight matrices and AdamW over the rest.
+def build_optimizers(trainee: Trainee, cfg: SFTConfig) -> list[torch.optim.Optimizer]:
+    """AdamW over everything, or Muon over the decoder layers' weight matrices and AdamW over the rest. A LoRA
+    adapter trains with AdamW alone (its A and B are low-rank factors, not the matrices Muon orthogonalises).
 
     Muon orthogonalises each matrix's momentum (Newton–Schulz), so every direction of the update moves at the same
     rate instead of the few that dominate the gradient. Embeddings (tied to the output layer), norms and biases are
     not matrices acting on hidden states and stay with AdamW, as in Muon's reference setup. `match_rms_adamw` scales
     Muon's update to AdamW's typical RMS, so both use `lr` (Moonshot, "Muon is Scalable for LLM Training")."""
-    if cfg.optimizer == "adamw":
-        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))]
+    if cfg.optimizer == "adamw" or trainee.adapter is not None:
+        return [torch.optim.AdamW(trainee.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))]
     hidden: list[torch.nn.Parameter] = []
     rest: list[torch.nn.Parameter] = []
-    for name, p in model.named_parameters():
+    for name, p in trainee.model.named_parameters():
         (hidden if p.ndim == 2 and ".layers." in name else rest).append(p)
     return [torch.optim.AdamW(rest, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95)),
             torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")]
