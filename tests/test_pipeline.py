@@ -9,7 +9,7 @@ def test_run_goes_through_every_stage_and_writes_the_comparison(short_run):
     out, args, r = short_run
     assert r.exit_code == 0, r.output
     s = json.loads((out / "summary.json").read_text())
-    assert s["wall_seconds"] > 0 and set(s["stages"]) == {"teacher", "sft", "grpo"}
+    assert s["wall_seconds"] > 0 and set(s["stages"]) == {"prompted", "teacher", "sft", "grpo"}
     for stage in s["stages"].values():
         assert {"success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate",
                 "correct_stop_rate"} <= set(stage["eval"])
@@ -18,10 +18,11 @@ def test_run_goes_through_every_stage_and_writes_the_comparison(short_run):
     assert kinds and all(f"success · {kind}" in r.output for kind in kinds)  # where a stage falls short
     # the models again at temperature 0 (the noisy teacher has no temperature)
     assert "greedy" not in s["stages"]["teacher"] and "success_rate (greedy)" in r.output
+    assert "greedy" not in s["stages"]["prompted"]  # the starting model, sampled as the others are
     for stage in ("sft", "grpo"):
         greedy = s["stages"][stage]["greedy"]
         assert greedy["episodes"] == 8 and 0.0 <= greedy["success_rate"] <= 1.0
-    for stage in ("teacher", "sft", "grpo"):  # the six-family evaluation and the trajectories behind it
+    for stage in ("prompted", "teacher", "sft", "grpo"):  # the six-family evaluation and its trajectories
         result = json.loads((out / "eval" / f"{stage}.json").read_text())
         assert result["tasks"] == 8 and result["robustness_tasks"] == 4 and "robustness" in result["overall"]
         assert len((out / "eval" / f"{stage}.jsonl").read_text().splitlines()) == 8
@@ -49,3 +50,16 @@ def test_an_envs_run_defaults_sit_beneath_the_users_settings(tmp_path):
     f.write_text("env: codefix\ngrpo:\n  steps: 3\n")
     cfg = load_config(RunConfig, f, [], base=env_run_defaults(f, [], None))
     assert cfg.grpo.steps == 3 and cfg.eval_tasks == CodeFixEnv.run_defaults["eval_tasks"]
+
+
+def test_the_ladders_starting_model_is_policy_or_sft_policy_never_two():
+    import pytest
+
+    from agentic_rl.config import ConfigError, load_config
+    from agentic_rl.pipeline import RunConfig, starting_policy
+
+    assert starting_policy(load_config(RunConfig, None, [])) == "tiny"
+    assert starting_policy(load_config(RunConfig, None, ["policy=smollm2-135m"])) == "smollm2-135m"
+    assert starting_policy(load_config(RunConfig, None, ["sft.policy=runs/x/model"])) == "runs/x/model"
+    with pytest.raises(ConfigError, match="disagree"):
+        starting_policy(load_config(RunConfig, None, ["policy=smollm2-135m", "sft.policy=runs/x/model"]))

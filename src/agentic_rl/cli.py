@@ -50,7 +50,8 @@ def run(ctx: typer.Context,
         config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it "
                                                          "(sft.lr=1e-3, grpo.steps=20)."),
         resume: bool = typer.Option(False, help="Continue the run in --out: finished stages are kept.")) -> None:
-    """The whole ladder on the built-in tiny policy: demonstrations → SFT → GRPO → held-out comparison."""
+    """The whole ladder: demonstrations → SFT → GRPO → held-out comparison of the starting model (prompted), the
+    noisy teacher, SFT and GRPO. The tiny policy by default; policy=smollm2-135m (or any model) for a real one."""
     from .pipeline import RunConfig, env_run_defaults, run_pipeline
 
     try:

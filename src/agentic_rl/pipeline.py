@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from .checkpoint import atomic_write_json, atomic_write_text
-from .config import Config
+from .config import Config, ConfigError
 from .envs import make_env
 from .evaluation import evaluate
 from .grpo import GRPOConfig, train_grpo
@@ -29,6 +29,9 @@ from .ui import console, eval_table
 class RunConfig(Config):
     env: str = "tool_use"
     """Environment name, used by every stage."""
+    policy: str | None = None
+    """The model the ladder starts from (SFT's `policy`: tiny, a preset such as smollm2-135m, a model directory, a
+    .gguf file or a Hub id); None: `sft.policy`. Giving both, different, is an error."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment, used by every stage."""
     seed: int = 0
@@ -52,6 +55,15 @@ class RunConfig(Config):
     """The GRPO stage (its env, env_args, seed and starting policy are taken from above and the SFT stage)."""
 
 
+def starting_policy(cfg: RunConfig) -> str:
+    """The model SFT starts from: `policy`, or `sft.policy`; both given and different is a ConfigError."""
+    if cfg.policy is None:
+        return cfg.sft.policy
+    if cfg.sft.policy not in ("tiny", cfg.policy):
+        raise ConfigError(f"policy={cfg.policy} and sft.policy={cfg.sft.policy} disagree; give one of them")
+    return cfg.policy
+
+
 def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | None) -> dict[str, Any]:
     """The chosen env's own `run_defaults` (its budget), which go beneath the user's file, options and overrides."""
     from .config import load_config
@@ -67,7 +79,7 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", cfg.to_yaml())
     shared = {"env": cfg.env, "env_args": cfg.env_args, "seed": cfg.seed}
-    sft_cfg = cfg.sft.model_copy(update=shared)
+    sft_cfg = cfg.sft.model_copy(update={**shared, "policy": starting_policy(cfg)})
     grpo_cfg = cfg.grpo.model_copy(update={**shared, "policy": str(out / "sft" / "model")})
 
     sft_summary = _stage(out / "sft", lambda r: train_sft(sft_cfg, out / "sft", resume=r), resume)
@@ -87,7 +99,8 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
 
 
 def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -> dict[str, Any]:
-    """The noisy teacher, the SFT policy and the GRPO policy on the same held-out tasks, in the six families.
+    """The starting model as it is (prompted: the same system prompt, zero-shot), the noisy teacher, the SFT policy
+    and the GRPO policy on the same held-out tasks, in the six families.
 
     Writes DIR/eval/<stage>.json (the `agentic-rl eval` schema) and DIR/eval/<stage>.jsonl (the main run's
     trajectories, for the report's viewer), and DIR/eval/probes.json where the env has exploit probes.
@@ -96,7 +109,10 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     env = env_factory()
     tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
     sampling = SamplingConfig(cfg.eval_temperature, cfg.grpo.max_new_tokens)
-    policies = {"teacher": TeacherPolicy(noise if noise is not None else dict(env.default_noise)),
+    policy = starting_policy(cfg)
+    start = out / "sft" / "init" if policy == "tiny" else policy  # the model SFT started from
+    policies = {"prompted": HFPolicy(start, sampling),
+                "teacher": TeacherPolicy(noise if noise is not None else dict(env.default_noise)),
                 "sft": HFPolicy(out / "sft" / "model", sampling), "grpo": HFPolicy(out / "grpo" / "model", sampling)}
     renderer = policies["sft"].renderer  # the tiny tokenizer counts the teacher's tokens too
     (out / "eval").mkdir(exist_ok=True)
@@ -110,7 +126,7 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
         atomic_write_json(out / "eval" / f"{name}.json", result)
         save_jsonl(trajs, out / "eval" / f"{name}.jsonl")
         stages[name] = {"eval": summarize(trajs)}
-        if cfg.greedy_eval and isinstance(policy, HFPolicy):
+        if cfg.greedy_eval and isinstance(policy, HFPolicy) and name != "prompted":
             greedy = HFPolicy(policy.path, SamplingConfig(0.0, cfg.grpo.max_new_tokens), model=policy.model,
                               tokenizer=policy.tokenizer)
             with console.status(f"evaluating {name} greedily"):

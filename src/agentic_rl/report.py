@@ -20,8 +20,8 @@ from typing import Any
 
 from .checkpoint import atomic_write_text
 
-STAGES = ("teacher", "sft", "grpo")
-COLOURS = {"teacher": "#6b7280", "sft": "#2563eb", "grpo": "#dc2626"}
+STAGES = ("prompted", "teacher", "sft", "grpo")
+COLOURS = {"prompted": "#d97706", "teacher": "#6b7280", "sft": "#2563eb", "grpo": "#dc2626"}
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#6b7280")
 VIEWER_TASKS = 12  # held-out tasks in the viewer
 OBS_CHARS = 600  # tool observations are cut to this many characters in the viewer
