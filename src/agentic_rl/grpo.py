@@ -43,7 +43,7 @@ class GRPOConfig(Config):
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment."""
     policy: str = "runs/sft/model"
-    """The starting policy: a local HF model directory (usually the SFT output)."""
+    """The starting policy: usually the SFT output directory; any model spec works (a preset, .gguf, Hub id)."""
     seed: int = 0
     """Seed for tasks and sampling; the same seed and config give the same run on CPU."""
     steps: int = 25
@@ -217,8 +217,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                     save_model_dir(trainee.to_publish, tok, out / "best")
             reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                save_checkpoint(out, step, trainee.to_checkpoint, tok, {"optimizer": opt.state_dict(), "step": step, "best": best,
-                                                        "zero_streak": zero_streak}, cfg.to_yaml())
+                state = {"optimizer": opt.state_dict(), "step": step, "best": best, "zero_streak": zero_streak}
+                save_checkpoint(out, step, trainee.to_checkpoint, tok, state, cfg.to_yaml())
             bar.update(job, completed=step, description=f"GRPO r̄ {record['reward_mean']:+.2f} "
                                                         f"succ {record['success_rate']:.2f}")
 

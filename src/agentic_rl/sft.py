@@ -55,13 +55,14 @@ class SFTConfig(Config):
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment (tool_use: fault_rate, max_turns)."""
     policy: str = "tiny"
-    """Starting policy: `tiny` (built here from a config and a locally trained tokenizer) or a local HF model dir."""
+    """Starting policy: `tiny` (built here from a config and a locally trained tokenizer), a preset
+    (smollm2-135m), a model directory, a .gguf file or a Hub id."""
     tiny: TinyConfig = Field(default_factory=TinyConfig)
+    """Size of the tiny model, when policy is `tiny`."""
     finetune: Literal["full", "lora"] = "full"
     """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
     lora: LoRASettings = Field(default_factory=LoRASettings)
     """The adapter's settings, with `finetune: lora`."""
-    """Size of the tiny model, when policy is `tiny`."""
     seed: int = 0
     """Seed for tasks, demonstrations, initialisation, data order and evaluation sampling."""
     demos: int = 3000
