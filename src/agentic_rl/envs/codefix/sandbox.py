@@ -244,8 +244,8 @@ class Sandbox:
 
     def __init__(self, workspace: str | Path, limits: Limits | None = None, isolate: bool | None = None,
                  warm: bool = True):
-        """warm: run `python -m pytest` and `python -c` through the fork server (runner.py), same jail, ~5× less
-        start-up; False: a fresh interpreter per run."""
+        """warm: run `python -m pytest` and `python -c` through the fork server (runner.py), same jail, less
+        start-up (no interpreter to start, pytest already imported); False: a fresh interpreter per run."""
         global _warned
         self.warm = warm
         self.workspace = Path(workspace).resolve()
