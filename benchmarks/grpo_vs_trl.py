@@ -1,10 +1,10 @@
 """Seconds per GRPO step: ours and TRL's GRPOTrainer, side by side in one run.
 
-Same tiny model (same weights), the same single-turn tool_use prompts, the same reward (the env's first-turn
-reward), the same G, B, max completion tokens, μ = 1, β = 0, fp32, token-mean loss, ε = 0.2 / 0.28. TRL is a
-benchmark-only extra: `pip install -e '.[bench]'`.
+Same model (same weights), the same single-turn tool_use prompts, the same reward (the env's first-turn reward),
+the same G, B, max completion tokens, μ = 1, β = 0, fp32, token-mean loss, ε = 0.2 / 0.28; full fine-tuning, or
+the same LoRA adapter on both sides (`--lora-r`). TRL is a benchmark-only extra: `pip install -e '.[bench]'`.
 
-    python benchmarks/grpo_vs_trl.py [--steps 6] [--json FILE]
+    python benchmarks/grpo_vs_trl.py [--steps 6] [--policy tiny|smollm2-135m|DIR] [--lora-r 16] [--json FILE]
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ import torch
 
 from agentic_rl.envs import make_env
 from agentic_rl.grpo import GRPOConfig, train_grpo
+from agentic_rl.lora import LoRASettings
+from agentic_rl.models import resolve_model
 from agentic_rl.tiny_build import build_tiny_for_env
 
 
 def ours(model_dir: Path, args: argparse.Namespace, out: Path) -> float:
+    lora = {"finetune": "lora", "lora": LoRASettings(r=args.lora_r, alpha=2 * args.lora_r)} if args.lora_r else {}
     cfg = GRPOConfig(policy=str(model_dir), env_args={"max_turns": 1}, steps=args.steps, tasks_per_step=args.b,
                      group_size=args.g, max_new_tokens=args.max_tokens, lr=args.lr, beta=0.0, mu=1,
                      loss_agg="token_mean", epsilon_low=0.2, epsilon_high=0.28, eval_every=0, eval_tasks=8,
                      checkpoint_every=10**6, zero_variance_patience=10**6, micro_batch_size=16, seed=args.seed,
-                     dynamic_sampling=False)  # TRL samples each batch once; so must we, to compare like with like
+                     dynamic_sampling=False, **lora)  # TRL samples each batch once; so must we, to compare like with like
     train_grpo(cfg, out)
     secs = [json.loads(line)["seconds"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     return sum(secs[1:]) / len(secs[1:])  # the first step warms up allocators and caches
@@ -69,8 +72,13 @@ def trl(model_dir: Path, args: argparse.Namespace, out: Path) -> float:
                     temperature=1.0, save_strategy="no", loss_type="dapo", scale_rewards="group", epsilon=0.2,
                     epsilon_high=0.28, seed=args.seed, disable_tqdm=True, gradient_accumulation_steps=1,
                     shuffle_dataset=False)
+    peft = None
+    if args.lora_r:
+        from peft import LoraConfig
+
+        peft = LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, target_modules="all-linear", task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
-                          reward_funcs=[reward], args=cfg, train_dataset=data,
+                          reward_funcs=[reward], args=cfg, train_dataset=data, peft_config=peft,
                           processing_class=AutoTokenizer.from_pretrained(model_dir), callbacks=[timer])
     trainer.train()
     return sum(timer.times[1:]) / len(timer.times[1:])
@@ -84,17 +92,19 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32, help="max completion tokens")
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", type=Path, default=None, help="model dir (default: a fresh tiny model)")
+    ap.add_argument("--policy", default="tiny", help="tiny (a fresh tiny model) or any model spec: a preset such as "
+                                                     "smollm2-135m, a model directory, a .gguf file")
+    ap.add_argument("--lora-r", type=int, default=0, help="train a LoRA adapter of this rank on both sides (0: full)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    model_dir = args.model or build_tiny_for_env(make_env("tool_use"), tmp / "tiny")
+    model_dir = build_tiny_for_env(make_env("tool_use"), tmp / "tiny") if args.policy == "tiny" else \
+        resolve_model(args.policy)
     t_ours = ours(model_dir, args, tmp / "ours")
     t_trl = trl(model_dir, args, tmp / "trl")
     result = {"ours_s_per_step": round(t_ours, 3), "trl_s_per_step": round(t_trl, 3),
               "speedup": round(t_trl / t_ours, 2), "settings": {k: v for k, v in vars(args).items() if k != "json"}
               | {"model": str(model_dir), "mu": 1, "beta": 0.0, "dtype": "float32", "threads": torch.get_num_threads()}}
-    result["settings"]["model"] = str(result["settings"]["model"])
     print(f"ours {t_ours:.3f} s/step, TRL {t_trl:.3f} s/step, speedup {result['speedup']}x")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
