@@ -25,7 +25,9 @@ def test_unknown_specs_and_bad_directories_say_what_is_valid(tmp_path, env):
 
 def test_a_hub_id_offline_fails_in_one_line_that_names_the_presets(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # read at import; offline wherever it runs
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))  # nothing cached
     with pytest.raises(ValueError, match=r"from the Hugging Face Hub.*preset.*smollm2-135m") as e:
         resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct")
     assert "\n" not in str(e.value)
