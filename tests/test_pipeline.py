@@ -63,3 +63,15 @@ def test_the_ladders_starting_model_is_policy_or_sft_policy_never_two():
     assert starting_policy(load_config(RunConfig, None, ["sft.policy=runs/x/model"])) == "runs/x/model"
     with pytest.raises(ConfigError, match="disagree"):
         starting_policy(load_config(RunConfig, None, ["policy=smollm2-135m", "sft.policy=runs/x/model"]))
+
+
+def test_a_pretrained_model_gets_a_pretrained_budget_beneath_the_users_settings():
+    from agentic_rl.config import load_config
+    from agentic_rl.pipeline import PRETRAINED_RUN_DEFAULTS, RunConfig, env_run_defaults
+
+    assert env_run_defaults(None, [], None) == {}  # the tiny ladder keeps its own defaults
+    args = ["policy=smollm2-135m", "sft.lr=1e-4"]
+    cfg = load_config(RunConfig, None, args, base=env_run_defaults(None, args, None))
+    assert cfg.sft.optimizer == "adamw" and cfg.sft.max_steps == PRETRAINED_RUN_DEFAULTS["sft"]["max_steps"]
+    assert cfg.sft.lr == 1e-4 and cfg.grpo.steps == PRETRAINED_RUN_DEFAULTS["grpo"]["steps"]  # the user's value wins
+    assert not cfg.greedy_eval

@@ -44,10 +44,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`extra` over `base`, nested dicts merged key by key."""
     out = dict(base)
     for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
@@ -64,9 +65,9 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must hold a mapping of keys to values")
-    data = _merge(base or {}, data)
-    data = _merge(data, {k: v for k, v in explicit.items() if v is not None})
-    data = _merge(data, parse_overrides(overrides or []))
+    data = deep_merge(base or {}, data)
+    data = deep_merge(data, {k: v for k, v in explicit.items() if v is not None})
+    data = deep_merge(data, parse_overrides(overrides or []))
     return validate(cls, data)
 
 

@@ -64,13 +64,26 @@ def starting_policy(cfg: RunConfig) -> str:
     return cfg.policy
 
 
+# The budget of a ladder that starts from a pretrained model instead of the tiny one (which the field defaults are
+# for: Muon at 2e-3 over 3,000 demonstrations × 5 epochs would wreck a pretrained model and take hours on a CPU).
+# The SmolLM2 ladder in README's results ran with these; their timings are there.
+PRETRAINED_RUN_DEFAULTS: dict[str, Any] = {
+    "greedy_eval": False,
+    "sft": {"demos": 384, "max_steps": 24, "batch_size": 16, "micro_batch_size": 16, "optimizer": "adamw",
+            "lr": 5e-5, "eval_every": 0, "eval_tasks": 20, "final_eval_samples": 1, "teacher_samples": 1},
+    "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "lr": 1e-5, "eval_every": 0, "eval_tasks": 20},
+}
+
+
 def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | None) -> dict[str, Any]:
-    """The chosen env's own `run_defaults` (its budget), which go beneath the user's file, options and overrides."""
-    from .config import load_config
+    """The defaults that go beneath the user's file, options and overrides: the chosen env's own `run_defaults` (its
+    budget) and, when the ladder starts from a pretrained model, PRETRAINED_RUN_DEFAULTS over them."""
+    from .config import deep_merge, load_config
     from .envs import ENVS
 
-    name = load_config(RunConfig, path, overrides, env=env).env
-    return ENVS[name].run_defaults if name in ENVS else {}
+    cfg = load_config(RunConfig, path, overrides, env=env)
+    base = dict(ENVS[cfg.env].run_defaults) if cfg.env in ENVS else {}
+    return deep_merge(base, PRETRAINED_RUN_DEFAULTS) if starting_policy(cfg) != "tiny" else base
 
 
 def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
