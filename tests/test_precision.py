@@ -57,3 +57,37 @@ def test_sft_trains_in_bf16_through_the_shared_prefix(tmp_path):
     assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
     weights = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model").model.layers[0].mlp.up_proj.weight
     assert weights.dtype == torch.float32  # the weights stay fp32; only the products ran in bf16
+
+
+def test_device_and_precision_resolve_and_reject_what_is_not_there():
+    from agentic_rl.precision import resolve_device, resolve_precision, sampling_dtype
+
+    gpu = torch.cuda.is_available()
+    assert resolve_device("auto").type == ("cuda" if gpu else "cpu")
+    assert resolve_device("cpu") == CPU
+    assert resolve_precision("auto", CPU) == "fp32" and resolve_precision("bf16", CPU) == "bf16"
+    assert sampling_dtype(CPU) == torch.float32  # bf16 weights only on a GPU
+    for bad, why in (("tpu", "not one of auto, cpu, cuda"),) + ((("cuda", "torch sees no CUDA GPU"),) if not gpu else ()):
+        try:
+            resolve_device(bad)
+        except ValueError as e:
+            assert why in str(e)
+        else:
+            raise AssertionError(f"device={bad} was accepted")
+
+
+def test_a_device_that_is_not_there_is_a_clear_cli_error(tmp_path, tiny_dir):
+    import pytest
+    from typer.testing import CliRunner
+
+    from agentic_rl.cli import app
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    runner = CliRunner()
+    r = runner.invoke(app, ["sft", "--out", str(tmp_path / "s"), *SMALL_SFT, "device=cuda", "demos=4", "max_steps=1"])
+    assert r.exit_code == 2 and "torch sees no CUDA GPU" in r.output and "device=cpu" in r.output, r.output
+    r = runner.invoke(app, ["sft", "--out", str(tmp_path / "s2"), "device=tpu"])
+    assert r.exit_code == 2 and "device" in r.output and "'cuda'" in r.output, r.output
+    r = runner.invoke(app, ["rollout", "--policy", str(tiny_dir), "--device", "cuda", "--n", "1"])
+    assert r.exit_code == 2 and "torch sees no CUDA GPU" in r.output, r.output

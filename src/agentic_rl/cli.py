@@ -96,6 +96,8 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
             task_id: str | None = typer.Option(None, help="Run only this task (by its stable id)."),
             seed: int = typer.Option(0, help="Seed for tasks and sampling."),
             temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
+            device: str = typer.Option("auto", help="Where a model policy runs: auto (a CUDA GPU if torch sees one), "
+                                                     "cpu or cuda."),
             json_out: Path | None = typer.Option(None, "--json", help="Write the trajectories here (JSON list)."),
             quiet: bool = typer.Option(False, help="Print only the summary.")) -> None:
     """Run a policy in an environment and print its trajectories: turns, tool calls, observations, rewards."""
@@ -112,7 +114,7 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
             tasks = [e.task_by_id(task_id, seed)]
         else:
             tasks = e.tasks(split, n, seed)  # type: ignore[arg-type]
-        pol = load_policy(policy, e, SamplingConfig(temperature=temperature))
+        pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device)
         trajs = run_episodes(lambda: make_env(env), tasks, pol, group_size=group, seed=seed)
     except ValueError as err:
         _fail(str(err))
@@ -137,6 +139,8 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
           tokenizer: Path | None = typer.Option(None, help="Count tokens of a non-model policy with this "
                                                               "model directory's tokenizer and chat template."),
           robustness: bool = typer.Option(True, help="Also run the fault and prompt-perturbation conditions."),
+          device: str = typer.Option("auto", help="Where a model policy runs: auto (a CUDA GPU if torch sees one), "
+                                                   "cpu or cuda."),
           baseline: Path | None = typer.Option(None, help="Compare with this earlier eval JSON; exit 1 if worse."),
           compare: tuple[Path, Path] | None = typer.Option(None, help="Only compare two eval JSON files "
                                                                          "(A = baseline, B = candidate)."),
@@ -153,7 +157,7 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
         if policy is None:
             raise ValueError("give --policy (model directory, teacher, noisy-teacher, random, script:FILE) "
                              "or --compare A.json B.json")
-        result = _run_eval(env, policy, n, k, seed, temperature, tokenizer, robustness)
+        result = _run_eval(env, policy, n, k, seed, temperature, tokenizer, robustness, device)
         if baseline:
             result["regression"] = {"baseline": str(baseline),
                                     "worse": ev.compare(ev.load_result(baseline), result)}
@@ -172,14 +176,14 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
 
 
 def _run_eval(env: str, policy: str, n: int, k: int, seed: int, temperature: float, tokenizer: Path | None,
-              robustness: bool) -> dict[str, Any]:
+              robustness: bool, device: str = "auto") -> dict[str, Any]:
     from . import evaluation as ev
     from .envs import make_env
     from .policies import HFPolicy, SamplingConfig, load_policy
     from .render import Renderer
 
     e = make_env(env)
-    pol = load_policy(policy, e, SamplingConfig(temperature=temperature))
+    pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device)
     renderer = None
     if tokenizer is not None:
         from transformers import AutoTokenizer
@@ -215,6 +219,8 @@ def doctor(env: str = typer.Option("tool_use", help="Environment name."),
            n: int = typer.Option(20, help="Held-out tasks per check."),
            group: int = typer.Option(4, help="G for the GRPO-signal check."),
            temperature: float = typer.Option(1.0, help="Sampling temperature for the policy checks."),
+           device: str = typer.Option("auto", help="Where a model policy runs: auto (a CUDA GPU if torch sees one), "
+                                                    "cpu or cuda."),
            json_out: Path | None = typer.Option(None, "--json", help="Write the checks here (JSON list).")) -> None:
     """Is this env (and policy) ready for agentic RL? The seed's checklist, each check PASS / WARN / FAIL."""
     from rich.table import Table
@@ -225,7 +231,7 @@ def doctor(env: str = typer.Option("tool_use", help="Environment name."),
 
     try:
         e = make_env(env)
-        pol = load_policy(policy, e, SamplingConfig(temperature=temperature)) if policy else None
+        pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device) if policy else None
     except ValueError as err:
         _fail(str(err))
         return

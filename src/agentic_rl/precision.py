@@ -12,7 +12,11 @@ slower (207.5 vs 204.4 s), 397.6 vs 405.9 s in all, while bf16's resident memory
 linear layer on 200 new shapes took +637 MB and was 30 % slower per call than on one repeated shape. A whole
 default SFT run in bf16 took 708 s (~33 s of it an eight-episode final evaluation) where fp32 runs took 583–616 s
 at similar moments of this shared machine.
-On a GPU with bf16 the trade is the usual one; set `precision=bf16`.
+On a GPU with bf16 the trade is the usual one, and `precision=auto` (the default) picks bf16 there.
+
+Device. `device=auto` is the CUDA GPU when torch sees one, else the CPU. On a GPU with bf16, trainers keep fp32
+master weights, gradients and optimizer state and run the forwards under bf16 autocast (HF Trainer's `bf16=True`);
+a policy that only samples (evaluation, `rollout`, the prompted baseline) loads its weights in bf16.
 """
 
 from __future__ import annotations
@@ -22,11 +26,39 @@ from typing import Literal
 
 import torch
 
-Precision = Literal["fp32", "bf16"]
+Precision = Literal["auto", "fp32", "bf16"]
+Device = Literal["auto", "cpu", "cuda"]
+
+
+def resolve_device(device: str) -> torch.device:
+    """`auto` → the CUDA GPU when torch sees one, else the CPU; `cuda` without a visible GPU is a ValueError."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device=cuda, but torch sees no CUDA GPU (torch.cuda.is_available() is False); "
+                         "use device=cpu or device=auto")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not one of auto, cpu, cuda")
+    return torch.device(device)
+
+
+def resolve_precision(precision: str, device: torch.device) -> Literal["fp32", "bf16"]:
+    """`auto` → bf16 on a GPU that has it, fp32 elsewhere; an explicit choice is kept."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision={precision!r} is not one of auto, fp32, bf16")
+    return precision  # type: ignore[return-value]
+
+
+def sampling_dtype(device: torch.device) -> torch.dtype:
+    """The weights of a policy that only samples: bf16 on a GPU that has it (half the memory, its fast kernels),
+    fp32 on the CPU, where bf16 is no faster (above)."""
+    return torch.bfloat16 if resolve_precision("auto", device) == "bf16" else torch.float32
 
 
 def autocast(precision: Precision, device: torch.device) -> contextlib.AbstractContextManager[None]:
     """The context a forward pass runs in: bf16 autocast, or nothing for fp32. Backward needs no context."""
-    if precision == "bf16":
+    if resolve_precision(precision, device) == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -22,7 +22,7 @@ from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import LoRASettings, Trainee
 from .metrics import evaluate_policy
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .precision import Precision, autocast
+from .precision import Device, Precision, autocast, resolve_precision
 from .render import Rendered, Renderer, longest_assistant_turn
 from .reporting import Reporter, ReportTo
 from .rollout import run_episodes
@@ -95,10 +95,12 @@ class SFTConfig(Config):
     """Fraction of steps with linear warmup; then cosine decay to 10% of the peak."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
-    precision: Precision = "fp32"
+    device: Device = "auto"
+    """Where the model trains: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu` or `cuda`."""
+    precision: Precision = "auto"
     """`bf16`: the training forwards' matrix products under bf16 autocast (weights, gradients, optimizer state and
-    the vocabulary projection stay fp32); for GPUs with bf16. On this CPU it was no faster over a real run and held
-    3× the memory (precision.py). Evaluation sampling is always fp32."""
+    the vocabulary projection stay fp32); `auto`: bf16 on a GPU that has it, fp32 on the CPU, where bf16 was no
+    faster over a real run and held 3× the memory (precision.py)."""
     eval_every: int = 100
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100
@@ -136,11 +138,13 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
                               **cfg.tiny.model_dump(exclude={"vocab_size"})) if cfg.policy == "tiny" else Path(cfg.policy)
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `init` again
-    policy = HFPolicy(init if lora else ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens))
+    policy = HFPolicy(init if lora else ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens),
+                      device=cfg.device, dtype=torch.float32, precision=cfg.precision)
     model, tok = policy.model, policy.tokenizer
     trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt)
     renderer = Renderer(tok)
-    device = next(model.parameters()).device
+    device = policy.device
+    console.print(f"training on {device} in {resolve_precision(cfg.precision, device)}")
 
     # 2. Demonstrations: the noisy teacher on train tasks, rendered once; the loss mask is the assistant's tokens.
     teacher = TeacherPolicy(cfg.noise if cfg.noise is not None else dict(env.default_noise))
@@ -190,9 +194,10 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 with autocast(cfg.precision, device):
                     logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro],
                                                 prefix=shared)  # (B, T)
-                mask = torch.zeros_like(logp)
+                mask = torch.zeros(logp.shape, dtype=logp.dtype)
                 for b, d in enumerate(micro):
                     mask[b, : len(d.mask)] = torch.tensor(d.mask, dtype=logp.dtype)
+                mask = mask.to(device)
                 # −Σ log p over the assistant's tokens, normalised by the batch's assistant-token count
                 loss = -(logp * mask).sum() / n_tokens
                 loss.backward()
@@ -220,6 +225,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     final = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed, samples=cfg.final_eval_samples)
     teacher_eval = evaluate_policy(env_factory, eval_tasks, teacher, cfg.seed, samples=cfg.teacher_samples)
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
+               "device": str(device), "precision": resolve_precision(cfg.precision, device),
                "wall_seconds": round(time.time() - t_start, 1), "eval": final, "teacher_eval": teacher_eval}
     atomic_write_json(out / "summary.json", summary)
     console.print(eval_table({"noisy teacher": teacher_eval, "sft": final}))

@@ -15,8 +15,10 @@ POLICY_SPECS = ("a model (a local Hugging Face directory, a .gguf file, a Hub id
 
 
 def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
-                noise: dict[str, float] | None = None, workdir: str | Path | None = None) -> Policy:
-    """Resolve a policy spec. `tiny` builds a fresh, untrained tiny model for `env` under `workdir`."""
+                noise: dict[str, float] | None = None, workdir: str | Path | None = None,
+                device: str = "cpu") -> Policy:
+    """Resolve a policy spec. `tiny` builds a fresh, untrained tiny model for `env` under `workdir`; a model goes
+    to `device` (auto, cpu, cuda)."""
     if spec == "teacher":
         return TeacherPolicy()
     if spec == "noisy-teacher":
@@ -28,13 +30,13 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
     if spec == "tiny":
         from ..tiny_build import build_tiny_for_env
 
-        return HFPolicy(build_tiny_for_env(env, Path(workdir or "runs/tiny-init")), sampling)
+        return HFPolicy(build_tiny_for_env(env, Path(workdir or "runs/tiny-init")), sampling, device=device)
     try:
         path = resolve_model(spec)
     except ValueError as e:
         why = f" ({e})" if Path(spec).exists() or "/" in spec else ""  # a path or Hub id: say what went wrong
         raise ValueError(f"unknown policy {spec!r}{why}; valid: {POLICY_SPECS}") from None
-    return HFPolicy(path, sampling)
+    return HFPolicy(path, sampling, device=device)
 
 
 __all__ = [

@@ -24,6 +24,7 @@ from ..envs.base import Env, Message, Task, stable_hash
 from ..logprobs import common_prefix_len
 from ..models import resolve_model
 from ..numerics import warm_up_vml
+from ..precision import Precision, autocast, resolve_device, sampling_dtype
 from ..render import Renderer
 from .attention import NAME as PACKED_GQA
 from .base import Policy, Session, TokenRecord, Turn
@@ -52,13 +53,22 @@ class SamplingConfig:
 class HFPolicy(Policy):
     """Any local causal-LM directory with a chat template (the tiny preset is one)."""
 
-    def __init__(self, path: str | Path, sampling: SamplingConfig | None = None, model=None, tokenizer=None):
-        """path: a local model directory, a preset (`smollm2-135m`), a .gguf file or a Hub id (`models.sources`)."""
+    def __init__(self, path: str | Path, sampling: SamplingConfig | None = None, model=None, tokenizer=None,
+                 device: str | torch.device = "cpu", dtype: torch.dtype | None = None, precision: Precision = "fp32"):
+        """path: a local model directory, a preset (`smollm2-135m`), a .gguf file or a Hub id (`models.sources`).
+
+        device: where a loaded model goes (`auto`, `cpu`, `cuda`); dtype: its weights (None: bf16 on a GPU, fp32 on
+        the CPU, for a policy that only samples; trainers pass fp32); precision: the sampler's forwards' autocast."""
         path = Path(path) if model is not None else resolve_model(str(path))
         self.path = path
         self.name = str(path)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-        self.model = model or AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        if model is None:
+            dev = device if isinstance(device, torch.device) else resolve_device(device)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or sampling_dtype(dev)).to(dev)
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.precision = precision
         if self.model.config._attn_implementation == "sdpa":  # the same attention, minus a KV-cache copy per prefill
             self.model.set_attn_implementation(PACKED_GQA)
         self.renderer = Renderer(self.tokenizer)
@@ -84,11 +94,12 @@ class HFSession(Session):
         self.model, self.renderer = policy.model, policy.renderer
         self.eos = policy.renderer.eos_id
         self.pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else self.eos
-        self.gen = torch.Generator().manual_seed(stable_hash("sample", seed) % 2**63)
+        self.dev = policy.device
+        self.gen = torch.Generator(device=self.dev).manual_seed(stable_hash("sample", seed) % 2**63)
         self.eps: list[_Episode | None] = [None] * len(tasks)
         self.rows: list[int] = []  # cache row r holds episode rows[r]
         self.cache: Cache | None = None
-        self.attn = torch.zeros(0, 0, dtype=torch.long)  # (rows, slots): 1 where a slot holds a real token
+        self.attn = torch.zeros(0, 0, dtype=torch.long, device=self.dev)  # (rows, slots): 1 where a slot holds a token
 
     # -- the cache ----------------------------------------------------------------------------------------------
 
@@ -105,7 +116,7 @@ class HFSession(Session):
         n = len(self.rows)
         ids = torch.full((n, width), self.pad, dtype=torch.long)
         valid = torch.zeros(n, width, dtype=torch.long)
-        pos = torch.zeros(n, width, dtype=torch.long)
+        pos = torch.zeros(n, width, dtype=torch.long)  # built on the CPU, moved in one copy each
         for r, e in enumerate(self.rows):
             toks = feeds.get(e, [])
             if toks:
@@ -114,9 +125,10 @@ class HFSession(Session):
                 valid[r, width - len(toks):] = 1
                 pos[r, width - len(toks):] = torch.arange(ep.cached, ep.cached + len(toks))
                 ep.cached += len(toks)
+        ids, valid, pos = ids.to(self.dev), valid.to(self.dev), pos.to(self.dev)
         self.attn = torch.cat([self.attn, valid], dim=1)
         # Only the last position is sampled from; a one-token decode step has nothing to skip.
-        with last_position_only(self.model) if width > 1 else nullcontext():
+        with last_position_only(self.model) if width > 1 else nullcontext(), autocast(self.p.precision, self.dev):
             out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=1)
         self.cache = out.cache if self.cache is None else self.cache
@@ -128,7 +140,8 @@ class HFSession(Session):
         if episodes == self.rows:
             return
         source = source or {}
-        index = torch.tensor([self.rows.index(source.get(e, e)) for e in episodes], dtype=torch.long)
+        index = torch.tensor([self.rows.index(source.get(e, e)) for e in episodes], dtype=torch.long,
+                             device=self.dev)
         if self.cache is not None:
             self.cache.batch_select_indices(index)
         self.attn = self.attn[index]
@@ -166,7 +179,7 @@ class HFSession(Session):
         leaders = list(leader_of.values())
         shared = min(common_prefix_len([self.eps[e].ids for e in leaders]), min(len(k) for k in leader_of) - 1)
         self.rows, self.cache = leaders[:1], growing_cache()
-        self.attn = torch.zeros(1, 0, dtype=torch.long)
+        self.attn = torch.zeros(1, 0, dtype=torch.long, device=self.dev)
         self._forward({leaders[0]: self.eps[leaders[0]].ids[:shared]})
         for e in leaders:
             self.eps[e].cached = shared
@@ -192,12 +205,13 @@ class HFSession(Session):
                 tok = torch.multinomial(logp.exp(), 1, generator=self.gen).squeeze(1)
             else:
                 tok = logp.argmax(dim=-1)
+            tok, logp = tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one device sync
             for k, e in enumerate(active):
-                t, ep = int(tok[k]), self.eps[e]
+                t, ep = tok[k], self.eps[e]
                 out_ids[e].append(t)
                 ep.ids.append(t)
                 ep.mask.append(1)
-                ep.logprobs.append(float(logp[k, t]))
+                ep.logprobs.append(logp[k])
                 if t == self.eos:
                     finish[e] = "stop"
                 elif len(out_ids[e]) >= self.cfg.max_new_tokens or len(ep.ids) >= self.max_context:
