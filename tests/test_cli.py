@@ -43,5 +43,9 @@ def test_bad_input_gets_a_clear_error():
 
 
 def test_console_script_is_installed():
-    r = subprocess.run([sys.executable, "-m", "agentic_rl.cli", "--help"], capture_output=True, text=True)
-    assert r.returncode == 0 and "sft" in r.stdout and "rollout" in r.stdout
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "agentic-rl"  # the entry point pip wrote next to this interpreter
+    assert script.exists(), f"no console script at {script}: is the package installed (pip install -e .)?"
+    r = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "sft" in r.stdout and "rollout" in r.stdout and "models" in r.stdout

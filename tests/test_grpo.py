@@ -167,3 +167,84 @@ def test_dynamic_sampling_keeps_only_groups_with_signal(trained_dir, tmp_path):
         assert x["trajectories_sampled"] >= 16  # at least one round of B × G
         if x["reward_std"] > 0:  # some group had signal, so every kept group has it
             assert x["zero_variance_frac"] == 0.0
+
+
+def _traj(reward: float, outcome: str = "ok", turn_rewards: list[float] | None = None):
+    from agentic_rl.trajectory import Trajectory
+
+    turn_rewards = turn_rewards if turn_rewards is not None else [reward]
+    msgs = [{"role": "user", "content": "q"}] + [{"role": "assistant", "content": "a"}] * len(turn_rewards)
+    mask = [0, 1, 1] * len(turn_rewards)  # each turn: one observation token, then two of the policy's
+    return Trajectory("tool_use", "t", "calc", 0, msgs, turn_rewards, sum(turn_rewards), outcome,  # type: ignore[arg-type]
+                      success=reward > 0, ids=list(range(len(mask))), mask=mask, logprobs=[0.0] * len(mask))
+
+
+def test_signal_is_judged_on_the_trajectories_that_enter_the_loss():
+    from agentic_rl.grpo import _has_signal, _token_advantages
+
+    traj = GRPOConfig(advantage="trajectory")
+    # three successes and one env error: the error is left out of the loss, so every advantage is 0 — no signal
+    group = [_traj(1.0), _traj(1.0), _traj(1.0), _traj(0.0, "env_error")]
+    assert not _has_signal(group, traj)
+    advs, used = _token_advantages([group], traj)
+    assert len(used) == 3 and all(float(a.abs().sum()) == 0 for a in advs)
+    assert _has_signal([_traj(1.0), _traj(0.0), _traj(0.0, "env_error")], traj)
+    # per-turn credit: equal episode rewards, different turns — the advantages are not 0, and that is signal
+    turn = GRPOConfig(advantage="turn")
+    same_total = [_traj(0.9, turn_rewards=[-0.1, 1.0]), _traj(0.9, turn_rewards=[0.9])]
+    assert not _has_signal(same_total, traj) and _has_signal(same_total, turn)
+    advs, _ = _token_advantages([same_total], turn)
+    assert any(float(a.abs().sum()) > 0 for a in advs)
+    assert not _has_signal([_traj(1.0, turn_rewards=[0.5, 0.5]), _traj(1.0, turn_rewards=[0.5, 0.5])], turn)
+
+
+def test_a_step_of_only_infrastructure_failures_is_skipped_not_a_crash(trained_dir, tmp_path, monkeypatch):
+    from agentic_rl.envs.tool_use import ToolUseEnv
+
+    def broken(self, action):
+        raise RuntimeError("the tool server is down")
+
+    monkeypatch.setattr(ToolUseEnv, "step", broken)
+    cfg = load_config(GRPOConfig, overrides=FAST + [f"policy={trained_dir}", "steps=2", "zero_variance_patience=100"])
+    s = train_grpo(cfg, tmp_path / "down")
+    lines = [json.loads(x) for x in (tmp_path / "down" / "metrics.jsonl").read_text().splitlines()]
+    assert s["steps"] == 2 and len(lines) == 2
+    assert all(x["trajectories_trained"] == 0 and x["infra_excluded"] == 16 and x["env_error_rate"] == 1.0
+               for x in lines)
+    a = AutoModelForCausalLM.from_pretrained(trained_dir)
+    b = AutoModelForCausalLM.from_pretrained(tmp_path / "down" / "model")
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))  # nothing to learn from: no update
+
+
+def test_dynamic_sampling_that_keeps_no_group_skips_the_update(trained_dir, tmp_path):
+    # near-greedy: every group's samples are the same, so dynamic sampling keeps none in any round
+    cfg = load_config(GRPOConfig, overrides=FAST + [f"policy={trained_dir}", "steps=1", "dynamic_sampling=true",
+                                                    "max_resample=1", "temperature=0.0001", "logprob_tolerance=1000",
+                                                    "zero_variance_patience=100"])
+    s = train_grpo(cfg, tmp_path / "none")
+    (line,) = [json.loads(x) for x in (tmp_path / "none" / "metrics.jsonl").read_text().splitlines()]
+    assert s["steps"] == 1 and line["trajectories_trained"] == 0 and line["trajectories_sampled"] == 32
+
+
+def test_failed_episodes_are_counted_and_left_out_of_the_loss(trained_dir, tmp_path, monkeypatch):
+    """A failed episode is data: env errors and time-outs are recorded, counted, and excluded from the loss."""
+    from agentic_rl.envs.tool_use import ToolUseEnv
+
+    real_step = ToolUseEnv.step
+
+    def flaky(self, action):  # the tool server crashes on every weather task
+        if "get_weather" in action:
+            raise RuntimeError("weather service crashed")
+        return real_step(self, action)
+
+    monkeypatch.setattr(ToolUseEnv, "step", flaky)
+    cfg = load_config(GRPOConfig, overrides=FAST + [f"policy={trained_dir}", "steps=2", "zero_variance_patience=100",
+                                                    "episode_timeout_s=1e-9", "tasks_per_step=8"])
+    train_grpo(cfg, tmp_path / "f")
+    lines = [json.loads(x) for x in (tmp_path / "f" / "metrics.jsonl").read_text().splitlines()]
+    errors = [round(x["env_error_rate"] * 32) for x in lines]
+    for x, n_err in zip(lines, errors):  # an answer at once ends well; a call to another tool overruns 1 ns
+        assert x["trajectories_trained"] == 32 - x["infra_excluded"] and x["trajectories_trained"] > 0
+        assert x["infra_excluded"] >= n_err
+    assert sum(errors) > 0  # weather calls crashed the env ...
+    assert sum(x["infra_excluded"] for x in lines) > sum(errors)  # ... and other tool calls timed out

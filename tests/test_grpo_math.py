@@ -3,7 +3,14 @@ import math
 import pytest
 import torch
 
-from agentic_rl.grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
+from agentic_rl.grpo_math import (
+    advantages,
+    batch_loss,
+    clipped_surrogate,
+    group_advantages,
+    kl_k3,
+    turn_advantages,
+)
 
 
 def test_group_advantages_on_hand_computed_groups():
@@ -74,8 +81,51 @@ def test_kl_k3_is_non_negative_and_zero_at_equality():
 def test_each_loss_aggregation_on_a_hand_computed_batch():
     per_token = torch.tensor([[1.0, 2.0, 3.0, 0.0], [4.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
-    assert aggregate(per_token, mask, "seq_mean").item() == pytest.approx((2.0 + 4.0) / 2)
-    assert aggregate(per_token, mask, "token_mean").item() == pytest.approx(10.0 / 4)
-    assert aggregate(per_token, mask, "constant", constant=8.0).item() == pytest.approx(10.0 / 8)
+    whole = {how: batch_loss(per_token, mask, how, n_seqs=2, n_tokens=4, max_new_tokens=4).item()
+             for how in ("seq_mean", "token_mean", "constant")}
+    assert whole == pytest.approx({"seq_mean": (2.0 + 4.0) / 2, "token_mean": 10.0 / 4, "constant": 10.0 / 8})
+    # micro-batches of one row each: their shares, with the batch's normalisers, sum to the whole batch's loss
+    for how, value in whole.items():
+        shares = [batch_loss(per_token[i:i + 1], mask[i:i + 1], how, 2, 4, 4).item() for i in range(2)]
+        assert sum(shares) == pytest.approx(value), how
     with pytest.raises(ValueError):
-        aggregate(per_token, mask, "sum")
+        batch_loss(per_token, mask, "sum", 2, 4, 4)
+
+
+def test_advantages_of_groups_of_different_sizes():
+    # the trainer's groups after an env error was left out of the second: sizes 3 and 2
+    groups = [torch.tensor([1.0, 0.0, 0.5]), torch.tensor([1.0, 1.0])]
+    group, none, batch = (advantages(groups, scale) for scale in ("group", "none", "batch"))
+    assert group[0].tolist() == pytest.approx([0.5 / (0.5 + 1e-4), -0.5 / (0.5 + 1e-4), 0.0])
+    assert group[1].tolist() == [0.0, 0.0] and none[0].tolist() == pytest.approx([0.5, -0.5, 0.0])
+    every = torch.tensor([1.0, 0.0, 0.5, 1.0, 1.0]).std().item()
+    assert batch[0].tolist() == pytest.approx([0.5 / (every + 1e-4), -0.5 / (every + 1e-4), 0.0])
+    assert advantages([torch.tensor([0.3])], "group")[0].tolist() == [0.0] and advantages([], "batch") == []
+
+
+def test_turn_advantages_follow_scale_rewards():
+    rewards = [[0.0, -0.1, 1.0], [1.0], [0.0], [0.0, 1.0]]  # two groups of 2
+    flat = torch.tensor([0.0, -0.1, 1.0, 1.0], dtype=torch.float64)
+    m, s = flat.mean().item(), flat.std().item()
+    every = torch.tensor([r for t in rewards for r in t], dtype=torch.float64).std().item()
+    group = turn_advantages(rewards, 2, scale="group")
+    none = turn_advantages(rewards, 2, scale="none")
+    batch = turn_advantages(rewards, 2, scale="batch")
+    assert none[1] == pytest.approx([1.0 - m])  # centred only (Dr. GRPO's choice, per turn)
+    assert group[1] == pytest.approx([(1.0 - m) / (s + 1e-4)])
+    assert batch[1] == pytest.approx([(1.0 - m) / (every + 1e-4)])  # one std over every turn of the batch
+    with pytest.raises(ValueError, match="group, batch or none"):
+        turn_advantages(rewards, 2, scale="rank")
+
+
+def test_ratio_corrected_k3_weights_k3_by_the_importance_ratio():
+    from agentic_rl.grpo_math import kl_k3_ratio
+
+    logp = torch.tensor([-1.0, -2.0], requires_grad=True)
+    ref, old = torch.tensor([-1.5, -1.0]), torch.tensor([-1.2, -2.0])
+    got = kl_k3_ratio(logp, ref, old)
+    assert torch.allclose(got, kl_k3(logp, ref) * torch.exp(logp - old))
+    assert torch.allclose(kl_k3_ratio(logp, ref, logp.detach()), kl_k3(logp, ref))  # on-policy: the same value ...
+    g1 = torch.autograd.grad(kl_k3_ratio(logp, ref, logp.detach()).sum(), logp)[0]
+    g0 = torch.autograd.grad(kl_k3(logp, ref).sum(), logp)[0]
+    assert torch.allclose(g1, g0 + kl_k3(logp, ref).detach())  # ... but the gradient also moves the sampling weight

@@ -21,11 +21,12 @@ from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, 
 from .config import Config
 from .envs import make_env
 from .envs.base import stable_hash
-from .grpo_math import aggregate, clipped_surrogate, group_advantages, kl_k3, turn_advantages
+from .grpo_math import advantages, batch_loss, clipped_surrogate, kl_k3, kl_k3_ratio, turn_advantages
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import LoRASettings, Trainee
 from .metrics import evaluate_policy, summarize
 from .policies import HFPolicy, SamplingConfig
+from .precision import Device, Precision, autocast, resolve_precision
 from .reporting import Reporter, ReportTo
 from .rollout import run_episodes
 from .rundir import prepare_run_dir
@@ -70,14 +71,19 @@ class GRPOConfig(Config):
     epsilon_high: float = 0.28
     """Upper clip: the ratio may rise to 1 + ε_high (DAPO's clip-higher)."""
     beta: float = 0.0
-    """KL penalty to the frozen starting policy (k3 estimator); 0 loads no reference model (with LoRA the reference
-    is the model with its adapter disabled: no second copy)."""
+    """KL penalty to the frozen starting policy; 0 loads no reference model (with LoRA the reference is the model
+    with its adapter disabled: no second copy)."""
+    kl_estimator: Literal["k3", "k3_ratio"] = "k3"
+    """The KL penalty's per-token estimate: Schulman's k3 (GRPO's paper, verl's low_var_kl), or k3 × π/π_old, the
+    unbiased estimate for tokens sampled from π_old (DeepSeek-V3.2; TRL's `use_bias_correction_kl`). k3 is the
+    default because samples here are fresh each step (μ = 1 by default), where both have the same value."""
     finetune: Literal["full", "lora"] = "full"
     """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
     lora: LoRASettings = Field(default_factory=LoRASettings)
     """The adapter's settings, with `finetune: lora`."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
-    """Divide centred rewards by the group std, the batch std, or nothing (Dr. GRPO)."""
+    """Divide centred rewards by the group std, the batch std, or nothing (Dr. GRPO); with `advantage: turn`, the
+    std of the group's (or the batch's) per-turn rewards."""
     loss_agg: Literal["seq_mean", "token_mean", "constant"] = "token_mean"
     """Loss aggregation: per-sequence mean (GRPO), token mean over the batch (DAPO), or sum / (B·G·max_new_tokens)."""
     advantage: Literal["trajectory", "turn"] = "trajectory"
@@ -91,6 +97,10 @@ class GRPOConfig(Config):
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, trajectories sorted
     by length (None: rows alone decide); see logprobs.micro_batches."""
+    episode_timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit of an episode from the start of its step's sampling, checked after each turn (None: none).
+    An episode over it ends as `timeout`: an infrastructure failure (a hung tool, a stuck sandbox), counted in
+    `infra_excluded` and left out of the loss and of its group's advantages."""
     dynamic_sampling: bool = False
     """Drop zero-variance groups and sample more tasks to refill the batch (DAPO), up to `max_resample` rounds.
     Off by default: on tool_use it moved held-out success by seed 0.745 → 0.78, 0.615 → 0.675, 0.65 → 0.57 (mean
@@ -99,8 +109,14 @@ class GRPOConfig(Config):
     """Extra sampling rounds per step with dynamic sampling."""
     zero_variance_patience: int = 5
     """Stop when every group has zero reward variance for this many steps in a row."""
-    logprob_tolerance: float = 1e-3
-    """Largest allowed |sampling logprob − recomputed logprob| in the start-of-run check."""
+    logprob_tolerance: float | None = None
+    """Largest allowed |sampling logprob − recomputed logprob| in the start-of-run check (None: 1e-3 in fp32, 0.1
+    under bf16, whose rounding differs between the sampler's cached decode and one full forward)."""
+    device: Device = "auto"
+    """Where the model trains and samples: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda`."""
+    precision: Precision = "auto"
+    """Forwards under bf16 autocast (`bf16`) or not (`fp32`); `auto`: bf16 on a GPU that has it, else fp32. The
+    weights, gradients and AdamW state stay fp32 either way."""
     eval_every: int = 10
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100
@@ -121,12 +137,14 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     env_factory = lambda: make_env(cfg.env, **cfg.env_args)
     env = env_factory()
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
-    policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens))
-    model, tok = policy.model, policy.tokenizer
+    policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens),
+                      device=cfg.device, dtype=torch.float32, precision=cfg.precision)
+    model, tok, device = policy.model, policy.tokenizer, policy.device
+    console.print(f"training on {device} in {resolve_precision(cfg.precision, device)}")
     trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt)
     ref: Any = None  # the starting policy, only when the KL term is on: LoRA's disabled adapter, or a frozen copy
     if cfg.beta > 0:
-        ref = trainee if lora else HFPolicy(cfg.policy).model.eval().requires_grad_(False)
+        ref = trainee if lora else HFPolicy(cfg.policy, device=device).model.eval().requires_grad_(False)
     opt = torch.optim.AdamW(trainee.parameters(), lr=cfg.lr, weight_decay=0.0)
     step, best, zero_streak, stopped = 0, -math.inf, 0, None
     if ckpt is not None:
@@ -135,7 +153,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
         step, best, zero_streak = state["step"], state["best"], state["zero_streak"]
         console.print(f"resumed from {ckpt.name} at step {step}")
     eval_policy = HFPolicy(cfg.policy, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens), model=model,
-                           tokenizer=tok)
+                           tokenizer=tok, precision=cfg.precision)
     eval_tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
     n_pool = cfg.steps * cfg.tasks_per_step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0))
     pool = env.tasks("train", n_pool, cfg.seed)  # step k draws its tasks from its own slice: resumable
@@ -155,21 +173,23 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                 lo = (step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0)) + round_) * per_round
                 tasks = pool[lo:lo + per_round]
                 trajs = run_episodes(env_factory, tasks, policy, cfg.group_size,
-                                     seed=stable_hash("grpo", cfg.seed, step, round_) % 2**31)
+                                     seed=stable_hash("grpo", cfg.seed, step, round_) % 2**31,
+                                     episode_timeout_s=cfg.episode_timeout_s)
                 n_sampled += len(trajs)
                 new = [trajs[i:i + cfg.group_size] for i in range(0, len(trajs), cfg.group_size)]
                 if cfg.dynamic_sampling:
-                    new = [g for g in new if _reward_spread(g) > 0]
+                    new = [g for g in new if _has_signal(g, cfg)]
                 groups += new
                 round_ += 1
                 if not cfg.dynamic_sampling or len(groups) >= cfg.tasks_per_step or round_ > cfg.max_resample:
                     break
             groups = groups[: cfg.tasks_per_step] if cfg.dynamic_sampling and groups else groups
             batch = [t for g in groups for t in g]
+            t_sampled = time.time()
 
             # 2. Advantages, group-relative. Infrastructure failures are left out of their group and of the loss.
             adv_tok, used = _token_advantages(groups, cfg)
-            signal = [g for g in groups if _reward_spread([t for t in g if not t.is_infra_failure]) > 0]
+            signal = [g for g in groups if _has_signal(g, cfg)]
             zero_frac = 1 - len(signal) / max(len(groups), 1)
             zero_streak = zero_streak + 1 if not signal else 0
             if zero_streak >= cfg.zero_variance_patience:  # no signal: stop rather than spend compute on nothing
@@ -179,13 +199,20 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                 console.print(f"[yellow]GRPO stopped at step {step}:[/] {stopped}")
                 break
 
-            # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches.
+            # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches (none when no
+            #    trajectory is left: every one an infrastructure failure, or dynamic sampling kept no group).
             model.train()
             stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
             n_tokens = sum(sum(t.mask) for t in used)
             groups_of_rows = micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens)
-            for _ in range(cfg.mu):
-                shared = SharedPrefix(model, [t.ids for t in used])  # the system prompt, once per pass
+            if not used:
+                console.print(f"[yellow]GRPO step {step + 1}: no update[/] — "
+                              + (f"all {len(batch)} trajectories were infrastructure failures "
+                                 f"({summarize(batch)['infra_failures']}: env errors or time-outs)" if batch else
+                                 f"dynamic sampling kept no group with signal in {round_} rounds"))
+            for _ in range(cfg.mu if used else 0):
+                with autocast(cfg.precision, device):
+                    shared = SharedPrefix(model, [t.ids for t in used])  # the system prompt, once per pass
                 for rows in groups_of_rows:
                     _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
                                 n_tokens, stats, shared)
@@ -209,7 +236,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                       "tool_calls_per_traj": s["tool_calls_per_episode"], "truncation_rate": s["truncation_rate"],
                       "env_error_rate": sum(t.outcome == "env_error" for t in batch) / max(len(batch), 1),
                       "infra_excluded": s["infra_failures"], "trajectories_sampled": n_sampled,
-                      "seconds": round(time.time() - t0, 2)}
+                      "trajectories_trained": len(used),
+                      "sample_seconds": round(t_sampled - t0, 2), "seconds": round(time.time() - t0, 2)}
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 record["eval"] = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
                 if record["eval"]["success_rate"] > best:
@@ -228,7 +256,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     if final["success_rate"] > best or not (out / "best").exists():
         save_model_dir(trainee.to_publish, tok, out / "best")
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
-               "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
+               "device": str(device), "precision": resolve_precision(cfg.precision, device), "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
     atomic_write_json(out / "summary.json", summary)
     console.print(f"GRPO done in {summary['wall_seconds']} s: success {final['success_rate']:.2f}, "
                   f"mean reward {final['mean_reward']:.3f}")
@@ -241,8 +269,10 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
 
     With `shared`, the batch's common prefix is not run again here; the caller calls `shared.backward()`."""
     ids, masks = [t.ids for t in micro], [t.mask for t in micro]
-    logp, entropy = sequence_logprobs(model, ids, cfg.temperature, with_entropy=True, masks=masks,
-                                      prefix=shared)  # (B, T)
+    device = next(model.parameters()).device
+    with autocast(cfg.precision, device):
+        logp, entropy = sequence_logprobs(model, ids, cfg.temperature, with_entropy=True, masks=masks,
+                                          prefix=shared)  # (B, T)
     B, T = logp.shape
     mask = torch.zeros(B, T)
     old = torch.zeros(B, T)
@@ -251,20 +281,17 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
         mask[b, : len(t.mask)] = torch.tensor(t.mask, dtype=torch.float32)
         old[b, : len(t.logprobs)] = torch.tensor(t.logprobs)
         A[b, : len(t.mask)] = adv[b]
+    mask, old, A = mask.to(device), old.to(device), A.to(device)
     per_tok, clipped = clipped_surrogate(logp, old, A, cfg.epsilon_low, cfg.epsilon_high)  # (B, T)
     if ref is not None:
-        with torch.no_grad(), (ref.reference() if isinstance(ref, Trainee) else nullcontext()):
+        with torch.no_grad(), (ref.reference() if isinstance(ref, Trainee) else nullcontext()), \
+                autocast(cfg.precision, device):
             ref_logp, _ = sequence_logprobs(model if isinstance(ref, Trainee) else ref, ids, cfg.temperature,
                                             masks=masks)
-        kl = kl_k3(logp, ref_logp)
+        kl = kl_k3(logp, ref_logp) if cfg.kl_estimator == "k3" else kl_k3_ratio(logp, ref_logp, old)
         per_tok = per_tok + cfg.beta * kl
         stats["kl_ref"] += float((kl.detach() * mask).sum())
-    if cfg.loss_agg == "seq_mean":
-        loss = aggregate(per_tok, mask, "seq_mean") * B / n_seqs
-    elif cfg.loss_agg == "token_mean":
-        loss = aggregate(per_tok, mask, "constant", constant=float(n_tokens))
-    else:
-        loss = aggregate(per_tok, mask, "constant", constant=float(n_seqs * cfg.max_new_tokens))
+    loss = batch_loss(per_tok, mask, cfg.loss_agg, n_seqs, n_tokens, cfg.max_new_tokens)
     loss.backward()
     with torch.no_grad():
         stats["loss"] += loss.item()
@@ -273,9 +300,12 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
         stats["entropy"] += float((entropy * mask).sum())
 
 
-def _reward_spread(group: list[Trajectory]) -> float:
-    r = [t.reward for t in group]
-    return max(r) - min(r) if r else 0.0
+def _has_signal(group: list[Trajectory], cfg: GRPOConfig) -> bool:
+    """Whether some trajectory of the group that enters the loss (not an infrastructure failure) gets a non-zero
+    advantage: their rewards differ, or with `advantage: turn` their per-turn rewards do."""
+    kept = [t for t in group if not t.is_infra_failure]
+    r = [x for t in kept for x in t.turn_rewards] if cfg.advantage == "turn" else [t.reward for t in kept]
+    return bool(r) and max(r) > min(r)
 
 
 def _token_advantages(groups: list[list[Trajectory]], cfg: GRPOConfig) -> tuple[list[torch.Tensor], list[Trajectory]]:
@@ -283,19 +313,20 @@ def _token_advantages(groups: list[list[Trajectory]], cfg: GRPOConfig) -> tuple[
     used: list[Trajectory] = []
     advs: list[torch.Tensor] = []
     kept = [[t for t in g if not t.is_infra_failure] for g in groups]
-    all_r = torch.tensor([t.reward for g in kept for t in g] or [0.0])
-    for g in kept:
-        if not g:
-            continue
+    every_turn = torch.tensor([x for g in kept for t in g for x in t.turn_rewards] or [0.0], dtype=torch.float64)
+    all_turn_std = float(every_turn.std()) if every_turn.numel() > 1 else 0.0
+    kept = [g for g in kept if g]
+    episode_adv = advantages([torch.tensor([t.reward for t in g]) for g in kept], cfg.scale_rewards)
+    for g, a in zip(kept, episode_adv):
         if cfg.advantage == "trajectory":
-            r = torch.tensor([t.reward for t in g])
-            if cfg.scale_rewards == "batch":
-                a = (r - r.mean()) / (all_r.std() + 1e-4 if all_r.numel() > 1 else 1.0)
-            else:
-                a = group_advantages(r, len(g), cfg.scale_rewards)
             per_turn = [[float(a[i])] * t.n_turns for i, t in enumerate(g)]
         else:
-            per_turn = turn_advantages([t.turn_rewards for t in g], len(g), cfg.gamma)
+            turn_r = [t.turn_rewards for t in g]
+            if cfg.scale_rewards == "batch":  # centred in the group, over one std of every turn in the batch
+                centred = turn_advantages(turn_r, len(g), cfg.gamma, scale="none")
+                per_turn = [[a / (all_turn_std + 1e-4) for a in adv] for adv in centred]
+            else:
+                per_turn = turn_advantages(turn_r, len(g), cfg.gamma, scale=cfg.scale_rewards)
         for t, turn_adv in zip(g, per_turn):
             used.append(t)
             advs.append(_spread_over_tokens(t, turn_adv))
@@ -321,7 +352,10 @@ def check_logprobs(policy: HFPolicy, env_factory: Any, tasks: list, cfg: GRPOCon
     Train/sample token drift is the most reported bug class of multi-turn RL: this catches it before training."""
     trajs = run_episodes(env_factory, tasks, policy, 2, seed=seed)
     worst = 0.0
-    with torch.no_grad():
+    tolerance = cfg.logprob_tolerance
+    if tolerance is None:
+        tolerance = 1e-3 if resolve_precision(cfg.precision, policy.device) == "fp32" else 0.1
+    with torch.no_grad(), autocast(cfg.precision, policy.device):
         logp, _ = sequence_logprobs(policy.model, [t.ids for t in trajs], cfg.temperature,
                                     masks=[t.mask for t in trajs])
     for b, t in enumerate(trajs):
@@ -330,10 +364,10 @@ def check_logprobs(policy: HFPolicy, env_factory: Any, tasks: list, cfg: GRPOCon
                 continue
             diff = abs(float(logp[b, i]) - lp)
             worst = max(worst, diff)
-            if diff > cfg.logprob_tolerance:
+            if diff > tolerance:
                 raise LogprobMismatchError(
                     f"trajectory {t.task_id}#{t.sample}: token {i} (id {t.ids[i]}) has sampling logprob {lp:.5f} "
-                    f"but {float(logp[b, i]):.5f} recomputed (tolerance {cfg.logprob_tolerance})")
+                    f"but {float(logp[b, i]):.5f} recomputed (tolerance {tolerance})")
     return worst
 
 
