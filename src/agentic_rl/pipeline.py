@@ -19,6 +19,7 @@ from .evaluation import evaluate
 from .grpo import GRPOConfig, train_grpo
 from .metrics import summarize
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
+from .precision import Device
 from .report import write_report
 from .rollout import run_episodes
 from .sft import SFTConfig, train_sft
@@ -36,6 +37,8 @@ class RunConfig(Config):
     """Keyword arguments for the environment, used by every stage."""
     seed: int = 0
     """Seed for every stage."""
+    device: Device = "auto"
+    """Where every stage trains and evaluates: `auto` (the CUDA GPU when torch sees one, else the CPU), cpu, cuda."""
     eval_tasks: int = 200
     """Held-out tasks for the final comparison of teacher, SFT and GRPO."""
     eval_temperature: float = 1.0
@@ -67,11 +70,15 @@ def starting_policy(cfg: RunConfig) -> str:
 # The budget of a ladder that starts from a pretrained model instead of the tiny one (which the field defaults are
 # for: Muon at 2e-3 over 3,000 demonstrations × 5 epochs would wreck a pretrained model and take hours on a CPU).
 # The SmolLM2 ladder in README's results ran with these; their timings are there.
+# A turn of the teacher's is at most 32 SmolLM2 tokens on tool_use, so 48 new tokens cut no demonstrated turn, and
+# halve the time a rambling sample holds up its batch.
 PRETRAINED_RUN_DEFAULTS: dict[str, Any] = {
-    "greedy_eval": False,
-    "sft": {"demos": 384, "max_steps": 24, "batch_size": 16, "micro_batch_size": 16, "optimizer": "adamw",
-            "lr": 5e-5, "eval_every": 0, "eval_tasks": 20, "final_eval_samples": 1, "teacher_samples": 1},
-    "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "lr": 1e-5, "eval_every": 0, "eval_tasks": 20},
+    "greedy_eval": False, "robustness_tasks": 10,
+    "sft": {"demos": 512, "max_steps": 32, "batch_size": 16, "micro_batch_size": 16, "optimizer": "adamw",
+            "lr": 2e-4, "eval_every": 0, "eval_tasks": 20, "final_eval_samples": 1, "teacher_samples": 1,
+            "max_new_tokens": 48},
+    "grpo": {"steps": 8, "tasks_per_step": 8, "group_size": 4, "lr": 2e-5, "eval_every": 0, "eval_tasks": 20,
+             "max_new_tokens": 48},
 }
 
 
@@ -91,7 +98,7 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", cfg.to_yaml())
-    shared = {"env": cfg.env, "env_args": cfg.env_args, "seed": cfg.seed}
+    shared = {"env": cfg.env, "env_args": cfg.env_args, "seed": cfg.seed, "device": cfg.device}
     sft_cfg = cfg.sft.model_copy(update={**shared, "policy": starting_policy(cfg)})
     grpo_cfg = cfg.grpo.model_copy(update={**shared, "policy": str(out / "sft" / "model")})
 
@@ -124,9 +131,11 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     sampling = SamplingConfig(cfg.eval_temperature, cfg.grpo.max_new_tokens)
     policy = starting_policy(cfg)
     start = out / "sft" / "init" if policy == "tiny" else policy  # the model SFT started from
-    policies = {"prompted": HFPolicy(start, sampling),
+    dev = cfg.device
+    policies = {"prompted": HFPolicy(start, sampling, device=dev),
                 "teacher": TeacherPolicy(noise if noise is not None else dict(env.default_noise)),
-                "sft": HFPolicy(out / "sft" / "model", sampling), "grpo": HFPolicy(out / "grpo" / "model", sampling)}
+                "sft": HFPolicy(out / "sft" / "model", sampling, device=dev),
+                "grpo": HFPolicy(out / "grpo" / "model", sampling, device=dev)}
     renderer = policies["sft"].renderer  # the tiny tokenizer counts the teacher's tokens too
     (out / "eval").mkdir(exist_ok=True)
     stages = {}
