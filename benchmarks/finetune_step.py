@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 
 from agentic_rl.envs import make_env
-from agentic_rl.logprobs import SharedPrefix, micro_batches, sequence_logprobs
-from agentic_rl.lora import LoRASettings, Trainee
 from agentic_rl.policies import HFPolicy, TeacherPolicy
-from agentic_rl.rollout import run_episodes
+from agentic_rl.runtime.rollout import run_episodes
+from agentic_rl.train.logprobs import SharedPrefix, micro_batches, sequence_logprobs
+from agentic_rl.train.lora import LoRASettings, Trainee
 
 
 def step_seconds(trainee: Trainee, opt: torch.optim.Optimizer, batch: list, micro_tokens: int) -> float:

@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from agentic_rl.envs import make_env
-from agentic_rl.grpo import GRPOConfig, train_grpo
-from agentic_rl.lora import LoRASettings
 from agentic_rl.models import resolve_model
-from agentic_rl.tiny_build import build_tiny_for_env
+from agentic_rl.models.tiny.build import build_tiny_for_env
+from agentic_rl.train.grpo import GRPOConfig, train_grpo
+from agentic_rl.train.lora import LoRASettings
 
 
 def ours(model_dir: Path, args: argparse.Namespace, out: Path) -> float:

@@ -21,9 +21,9 @@ from statistics import median
 import torch
 
 from agentic_rl.envs import make_env
+from agentic_rl.models.tiny.build import build_tiny_for_env
 from agentic_rl.policies import HFPolicy, SamplingConfig
-from agentic_rl.tiny_build import build_tiny_for_env
-from agentic_rl.trajectory import assistant_message
+from agentic_rl.runtime.trajectory import assistant_message
 
 OBSERVATION = {"role": "tool", "name": "calculator", "content": "error: service unavailable, try again"}
 

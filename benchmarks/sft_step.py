@@ -22,13 +22,13 @@ from pathlib import Path
 
 import torch
 
+from agentic_rl.device import autocast
 from agentic_rl.envs import make_env
-from agentic_rl.logprobs import SharedPrefix, common_prefix_len, micro_batches, sequence_logprobs
+from agentic_rl.models.tiny.build import build_tiny_for_env
 from agentic_rl.policies import HFPolicy, TeacherPolicy
-from agentic_rl.precision import autocast
-from agentic_rl.render import Renderer
-from agentic_rl.rollout import run_episodes
-from agentic_rl.tiny_build import build_tiny_for_env
+from agentic_rl.runtime.render import Renderer
+from agentic_rl.runtime.rollout import run_episodes
+from agentic_rl.train.logprobs import SharedPrefix, common_prefix_len, micro_batches, sequence_logprobs
 
 
 def step_seconds(model, batch, groups: list[list[int]], prefix_once: bool = False, bf16: bool = False) -> float:

@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from agentic_rl.envs import make_env
-from agentic_rl.tiny_build import build_tiny_for_env
+from agentic_rl.models.tiny.build import build_tiny_for_env
 
 # Small enough that a test trains it in seconds; the same code path as the default tiny preset.
 SMALL = dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab_size=1024)
@@ -32,7 +32,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 def trained_dir(tmp_path_factory) -> Path:
     """A small model after a short SFT: it ends its turns and makes calls, so sampled episodes are multi-turn."""
     from agentic_rl.config import load_config
-    from agentic_rl.sft import SFTConfig, train_sft
+    from agentic_rl.train.sft import SFTConfig, train_sft
 
     out = tmp_path_factory.mktemp("sft") / "run"
     cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=400", "max_steps=250", "batch_size=16",

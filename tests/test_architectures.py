@@ -9,7 +9,7 @@ from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForC
 
 from agentic_rl.envs import make_env
 from agentic_rl.policies import HFPolicy, SamplingConfig
-from agentic_rl.rollout import run_episodes
+from agentic_rl.runtime.rollout import run_episodes
 
 # Gemma 3 is not here: its sliding-window layers are not honoured by the sampler, whose logprobs then differ from a
 # plain forward's once an episode outgrows the window (measured on a tiny random config).

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from agentic_rl.policies import HFPolicy
-from agentic_rl.policies.attention import NAME
+from agentic_rl.policies.hf.attention import NAME
 
 
 def _forward(model, ids, attn, pos):

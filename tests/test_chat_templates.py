@@ -10,10 +10,10 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentic_rl.envs import make_env
+from agentic_rl.models.tiny.tokenizer import CHAT_TEMPLATE
 from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
-from agentic_rl.policies.tiny import CHAT_TEMPLATE
-from agentic_rl.render import Renderer, assistant_spans
-from agentic_rl.rollout import run_episodes
+from agentic_rl.runtime.render import Renderer, assistant_spans
+from agentic_rl.runtime.rollout import run_episodes
 
 # SmolLM2-135M-Instruct's template: roles and contents only, and a default system prompt when none is given.
 SMOLLM2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n"

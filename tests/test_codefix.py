@@ -21,8 +21,8 @@ from agentic_rl.envs.codefix.mutate import OPERATORS, mutants
 from agentic_rl.envs.codefix.sandbox import Limits, Sandbox, isolation_available
 from agentic_rl.envs.codefix.tasks import make_tasks, module_split, valid_mutants
 from agentic_rl.envs.codefix.workspace import Workspace
-from agentic_rl.parsing import format_tool_call
-from agentic_rl.tools import ToolError
+from agentic_rl.runtime.parsing import format_tool_call
+from agentic_rl.runtime.tools import ToolError
 
 isolated = pytest.mark.skipif(not isolation_available(), reason="needs root and Linux namespaces for the sandbox")
 
@@ -355,7 +355,7 @@ def test_run_test_sees_an_edit_made_within_the_same_second(warm):
 def test_teacher_retries_transient_faults():
     env = lambda: CodeFixEnv(fault_rate=0.5)
     from agentic_rl.policies import TeacherPolicy
-    from agentic_rl.rollout import run_episodes
+    from agentic_rl.runtime.rollout import run_episodes
 
     trajs = run_episodes(env, env().tasks("eval", 4, 0), TeacherPolicy(), seed=0)
     assert all(t.success for t in trajs) and sum(t.info["faults"] for t in trajs) >= 4

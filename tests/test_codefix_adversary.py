@@ -25,9 +25,9 @@ from agentic_rl.envs.codefix.jail import live_processes
 from agentic_rl.envs.codefix.runner import ForkServer, ProtocolError, server
 from agentic_rl.envs.codefix.sandbox import Limits, Sandbox, isolation_available, layout
 from agentic_rl.envs.codefix.tasks import module_split, valid_mutants
-from agentic_rl.parsing import format_tool_call
 from agentic_rl.policies import TeacherPolicy
-from agentic_rl.rollout import run_episodes
+from agentic_rl.runtime.parsing import format_tool_call
+from agentic_rl.runtime.rollout import run_episodes
 
 isolated = pytest.mark.skipif(not isolation_available(), reason="needs root and Linux namespaces for the sandbox")
 CHECKOUT = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agentic_rl.cli import app
-from agentic_rl.doctor import run_doctor
 from agentic_rl.envs import make_env
 from agentic_rl.envs.codefix.sandbox import isolation_available
 from agentic_rl.envs.tool_use import ToolUseEnv
+from agentic_rl.evaluation.doctor import run_doctor
 from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
 
 
@@ -67,8 +67,8 @@ def test_untrained_policy_is_told_to_do_sft_first(tiny_dir):
 
 
 def test_turns_the_sampler_would_cut_off_fail_with_the_limit_to_set(tiny_dir):
-    from agentic_rl.doctor import check_turn_limit
-    from agentic_rl.rollout import run_episodes
+    from agentic_rl.evaluation.doctor import check_turn_limit
+    from agentic_rl.runtime.rollout import run_episodes
 
     env = make_env("tool_use")
     tasks = [t for t in env.tasks("eval", 40) if t.kind == "two_step"][:3]  # calls with arguments: the long turns
@@ -85,8 +85,8 @@ def test_turns_the_sampler_would_cut_off_fail_with_the_limit_to_set(tiny_dir):
 
 
 def test_variance_from_shaping_alone_is_not_a_learning_signal():
-    from agentic_rl.doctor import check_grpo_signal
-    from agentic_rl.trajectory import Trajectory
+    from agentic_rl.evaluation.doctor import check_grpo_signal
+    from agentic_rl.runtime.trajectory import Trajectory
 
     def traj(reward, success):
         return Trajectory("tool_use", "t", "calc", 0, [], [reward], reward, "ok", success)
@@ -102,8 +102,8 @@ def test_variance_from_shaping_alone_is_not_a_learning_signal():
 
 @pytest.mark.skipif(not isolation_available(), reason="the probes run exploit code: only in the full sandbox")
 def test_exploit_probes_are_a_check_where_the_env_has_them():
-    from agentic_rl.doctor import check_exploits
     from agentic_rl.envs.codefix.env import CodeFixEnv
+    from agentic_rl.evaluation.doctor import check_exploits
 
     assert check_exploits(make_env("tool_use"), make_env("tool_use").tasks("eval", 2, 0)) is None
     env = CodeFixEnv()

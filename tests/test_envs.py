@@ -4,7 +4,7 @@ import pytest
 
 from agentic_rl.envs import check_env, make_env
 from agentic_rl.envs.tool_use import CALL_COST, FAULT_TEXT, INVALID_COST, KIND_WEIGHTS, WEATHER_KINDS, ToolUseEnv
-from agentic_rl.parsing import format_tool_call
+from agentic_rl.runtime.parsing import format_tool_call
 
 
 def test_check_env_passes_for_tool_use():

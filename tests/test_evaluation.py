@@ -7,13 +7,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agentic_rl import evaluation as ev
 from agentic_rl.cli import app
 from agentic_rl.envs import make_env
 from agentic_rl.envs.base import PERTURBATIONS
-from agentic_rl.parsing import format_tool_call
+from agentic_rl.evaluation import families as ev
 from agentic_rl.policies import HFPolicy, RandomPolicy, SamplingConfig, ScriptPolicy, TeacherPolicy
-from agentic_rl.rollout import run_episodes
+from agentic_rl.runtime.parsing import format_tool_call
+from agentic_rl.runtime.rollout import run_episodes
 
 factory = lambda **kw: make_env("tool_use", **kw)
 

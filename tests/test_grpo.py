@@ -6,8 +6,8 @@ from transformers import AutoModelForCausalLM
 
 from agentic_rl.config import load_config
 from agentic_rl.envs import make_env
-from agentic_rl.grpo import GRPOConfig, LogprobMismatchError, check_logprobs, train_grpo
 from agentic_rl.policies import HFPolicy, SamplingConfig
+from agentic_rl.train.grpo import GRPOConfig, LogprobMismatchError, check_logprobs, train_grpo
 
 FAST = ["tasks_per_step=4", "group_size=4", "max_new_tokens=40", "eval_tasks=8", "micro_batch_size=8"]
 
@@ -73,11 +73,11 @@ def test_cli_reports_a_stopped_run_with_its_advice(trained_dir, tmp_path):
 
 def test_observation_tokens_receive_no_gradient(trained_dir, env, monkeypatch):
     """The trainer's loss touches only the policy's tokens: its gradient w.r.t. every other position's logprob is 0."""
-    import agentic_rl.grpo as grpo_mod
-    from agentic_rl.logprobs import sequence_logprobs
+    import agentic_rl.train.grpo as grpo_mod
+    from agentic_rl.train.logprobs import sequence_logprobs
 
     policy = HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=40))
-    trajs = [t for t in __import__("agentic_rl.rollout", fromlist=["x"]).run_episodes(
+    trajs = [t for t in __import__("agentic_rl.runtime.rollout", fromlist=["x"]).run_episodes(
         lambda: make_env("tool_use", fault_rate=0.5), env.tasks("train", 4), policy, 2, seed=3) if t.n_turns >= 2]
     assert trajs, "need multi-turn trajectories with observations"
     leaves = []
@@ -108,7 +108,7 @@ class _OneRightTool:
     def make():
         from agentic_rl.envs.base import StepResult
         from agentic_rl.envs.tool_use import ToolUseEnv
-        from agentic_rl.parsing import ToolCall, parse_turn
+        from agentic_rl.runtime.parsing import ToolCall, parse_turn
 
         class OneRightTool(ToolUseEnv):
             def step(self, action):
@@ -120,10 +120,10 @@ class _OneRightTool:
 
 
 def test_grpo_raises_the_probability_of_the_always_right_tool(trained_dir, tmp_path, monkeypatch):
-    import agentic_rl.grpo as grpo_mod
-    from agentic_rl.logprobs import sequence_logprobs
-    from agentic_rl.parsing import format_tool_call
-    from agentic_rl.render import Renderer
+    import agentic_rl.train.grpo as grpo_mod
+    from agentic_rl.runtime.parsing import format_tool_call
+    from agentic_rl.runtime.render import Renderer
+    from agentic_rl.train.logprobs import sequence_logprobs
 
     monkeypatch.setattr(grpo_mod, "make_env", lambda name, **kw: _OneRightTool.make())
     env = _OneRightTool.make()
@@ -170,7 +170,7 @@ def test_dynamic_sampling_keeps_only_groups_with_signal(trained_dir, tmp_path):
 
 
 def _traj(reward: float, outcome: str = "ok", turn_rewards: list[float] | None = None):
-    from agentic_rl.trajectory import Trajectory
+    from agentic_rl.runtime.trajectory import Trajectory
 
     turn_rewards = turn_rewards if turn_rewards is not None else [reward]
     msgs = [{"role": "user", "content": "q"}] + [{"role": "assistant", "content": "a"}] * len(turn_rewards)
@@ -180,7 +180,7 @@ def _traj(reward: float, outcome: str = "ok", turn_rewards: list[float] | None =
 
 
 def test_signal_is_judged_on_the_trajectories_that_enter_the_loss():
-    from agentic_rl.grpo import _has_signal, _token_advantages
+    from agentic_rl.train.grpo import _has_signal, _token_advantages
 
     traj = GRPOConfig(advantage="trajectory")
     # three successes and one env error: the error is left out of the loss, so every advantage is 0 — no signal

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from agentic_rl.grpo_math import (
+from agentic_rl.train.grpo_math import (
     advantages,
     batch_loss,
     clipped_surrogate,
@@ -119,7 +119,7 @@ def test_turn_advantages_follow_scale_rewards():
 
 
 def test_ratio_corrected_k3_weights_k3_by_the_importance_ratio():
-    from agentic_rl.grpo_math import kl_k3_ratio
+    from agentic_rl.train.grpo_math import kl_k3_ratio
 
     logp = torch.tensor([-1.0, -2.0], requires_grad=True)
     ref, old = torch.tensor([-1.5, -1.0]), torch.tensor([-1.2, -2.0])

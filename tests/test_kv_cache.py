@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from agentic_rl.policies.kv_cache import MIN_CAPACITY, growing_cache
+from agentic_rl.policies.hf.kv_cache import MIN_CAPACITY, growing_cache
 
 
 def test_growing_cache_matches_dynamic_cache(tiny_dir):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM
 
-from agentic_rl.policies.attention import LAST_QUERY_ONLY
-from agentic_rl.policies.attention import NAME as PACKED_GQA
-from agentic_rl.policies.kv_cache import growing_cache
-from agentic_rl.policies.last_position import last_position_only
+from agentic_rl.policies.hf.attention import LAST_QUERY_ONLY
+from agentic_rl.policies.hf.attention import NAME as PACKED_GQA
+from agentic_rl.policies.hf.kv_cache import growing_cache
+from agentic_rl.policies.hf.last_position import last_position_only
 
 
 def _model(tiny_dir):

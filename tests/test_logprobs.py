@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from agentic_rl.logprobs import SharedPrefix, common_prefix_len, micro_batches, sequence_logprobs
+from agentic_rl.train.logprobs import SharedPrefix, common_prefix_len, micro_batches, sequence_logprobs
 
 
 def _plain(model, seq):

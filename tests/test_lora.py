@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from agentic_rl import sft as sft_module
 from agentic_rl.config import load_config
-from agentic_rl.grpo import GRPOConfig, train_grpo
 from agentic_rl.policies import HFPolicy
-from agentic_rl.sft import SFTConfig, train_sft
+from agentic_rl.train import sft as sft_module
+from agentic_rl.train.grpo import GRPOConfig, train_grpo
+from agentic_rl.train.sft import SFTConfig, train_sft
 
 from .conftest import SMALL_SFT
 

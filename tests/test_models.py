@@ -81,10 +81,10 @@ def test_smollm2_sft_then_grpo_end_to_end(tmp_path):
 
     from agentic_rl.config import load_config
     from agentic_rl.envs import make_env
-    from agentic_rl.grpo import GRPOConfig, train_grpo
-    from agentic_rl.parsing import ToolCall, parse_turn
-    from agentic_rl.render import Renderer
-    from agentic_rl.sft import SFTConfig, train_sft
+    from agentic_rl.runtime.parsing import ToolCall, parse_turn
+    from agentic_rl.runtime.render import Renderer
+    from agentic_rl.train.grpo import GRPOConfig, train_grpo
+    from agentic_rl.train.sft import SFTConfig, train_sft
 
     sft = load_config(SFTConfig, overrides=["policy=smollm2-135m", "optimizer=adamw", "lr=5e-5", "demos=128",
                                             "max_steps=8", "batch_size=16", "eval_every=0", "eval_tasks=4",

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentic_rl.envs.tool_use import ToolUseEnv
-from agentic_rl.parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+from agentic_rl.runtime.parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
 
 TOOLS = ToolUseEnv().tools
 

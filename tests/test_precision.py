@@ -10,9 +10,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentic_rl.config import load_config
-from agentic_rl.logprobs import sequence_logprobs
-from agentic_rl.precision import autocast
-from agentic_rl.sft import SFTConfig, train_sft
+from agentic_rl.device import autocast
+from agentic_rl.train.logprobs import sequence_logprobs
+from agentic_rl.train.sft import SFTConfig, train_sft
 
 from .conftest import SMALL_SFT
 
@@ -60,7 +60,7 @@ def test_sft_trains_in_bf16_through_the_shared_prefix(tmp_path):
 
 
 def test_device_and_precision_resolve_and_reject_what_is_not_there():
-    from agentic_rl.precision import resolve_device, resolve_precision, sampling_dtype
+    from agentic_rl.device import resolve_device, resolve_precision, sampling_dtype
 
     gpu = torch.cuda.is_available()
     assert resolve_device("auto").type == ("cuda" if gpu else "cpu")

@@ -3,13 +3,13 @@ import torch
 from transformers import AutoTokenizer
 
 from agentic_rl.envs import make_env
-from agentic_rl.logprobs import sequence_logprobs
-from agentic_rl.parsing import format_tool_call
+from agentic_rl.models.tiny.tokenizer import CHAT_TEMPLATE
 from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
-from agentic_rl.policies.tiny import CHAT_TEMPLATE
-from agentic_rl.render import SUFFIX_CHECKS, Renderer
-from agentic_rl.rollout import run_episodes
-from agentic_rl.trajectory import Trajectory, load_jsonl, save_jsonl
+from agentic_rl.runtime.parsing import format_tool_call
+from agentic_rl.runtime.render import SUFFIX_CHECKS, Renderer
+from agentic_rl.runtime.rollout import run_episodes
+from agentic_rl.runtime.trajectory import Trajectory, load_jsonl, save_jsonl
+from agentic_rl.train.logprobs import sequence_logprobs
 
 
 def _teacher_trajs(env, n=20):

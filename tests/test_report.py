@@ -74,7 +74,7 @@ def test_report_renders_in_chromium_and_the_viewer_switches(short_run, tmp_path)
 
 
 def test_report_shows_the_probe_table_where_a_run_has_one(tmp_path):
-    from agentic_rl.report import build_report
+    from agentic_rl.evaluation.report import build_report
 
     (tmp_path / "eval").mkdir()
     rows = [{"exploit": "noop", "naive_reward": 0.5, "guarded_reward": 0.7, "noop_reward": 0.7},
@@ -86,7 +86,7 @@ def test_report_shows_the_probe_table_where_a_run_has_one(tmp_path):
 
 
 def test_report_of_a_single_stage_run_directory(short_run, tmp_path):
-    from agentic_rl.report import build_report
+    from agentic_rl.evaluation.report import build_report
 
     out, _, _ = short_run
     for stage, title in (("sft", "SFT loss"), ("grpo", "GRPO reward")):

@@ -3,7 +3,7 @@ import importlib.util
 import pytest
 
 from agentic_rl.config import ConfigError, load_config
-from agentic_rl.sft import SFTConfig, train_sft
+from agentic_rl.train.sft import SFTConfig, train_sft
 
 from .conftest import SMALL_SFT
 

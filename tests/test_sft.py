@@ -10,14 +10,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentic_rl.config import ConfigError, load_config
+from agentic_rl.device import autocast
 from agentic_rl.envs import make_env
-from agentic_rl.logprobs import sequence_logprobs
-from agentic_rl.lora import Trainee
 from agentic_rl.policies import TeacherPolicy
-from agentic_rl.precision import autocast
-from agentic_rl.render import Rendered, Renderer
-from agentic_rl.rollout import run_episodes
-from agentic_rl.sft import SFTConfig, build_optimizers, check_turn_budget, train_sft
+from agentic_rl.runtime.render import Rendered, Renderer
+from agentic_rl.runtime.rollout import run_episodes
+from agentic_rl.train.logprobs import sequence_logprobs
+from agentic_rl.train.lora import Trainee
+from agentic_rl.train.sft import SFTConfig, build_optimizers, check_turn_budget, train_sft
 
 from .conftest import SMALL_SFT
 

@@ -3,7 +3,7 @@ import json
 from transformers.utils import get_json_schema
 
 from agentic_rl.envs.tool_use import calculator, search, weather_on, weather_tool
-from agentic_rl.tools import Tool, Toolbox, ToolError
+from agentic_rl.runtime.tools import Tool, Toolbox, ToolError
 
 get_weather = weather_tool(lambda: 0)  # the world on day 0
 

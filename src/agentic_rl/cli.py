@@ -26,8 +26,8 @@ def _fail(msg: str, code: int = 2) -> None:
 
 def _training_errors() -> tuple[type[Exception], ...]:
     """Errors a training run stops with on purpose: reported as a message, not a traceback (exit code 1)."""
-    from .grpo import LogprobMismatchError
     from .policies import TokenContinuityError
+    from .train.grpo import LogprobMismatchError
 
     return (LogprobMismatchError, TokenContinuityError)
 
@@ -68,7 +68,7 @@ def sft(ctx: typer.Context,
         config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it."),
         resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
     """Supervised fine-tuning on noisy-teacher demonstrations. Extra arguments: key=value config overrides."""
-    from .sft import SFTConfig, train_sft
+    from .train.sft import SFTConfig, train_sft
 
     _train(train_sft, SFTConfig, ctx, config, out, resume, env=env)
 
@@ -81,7 +81,7 @@ def grpo(ctx: typer.Context,
          config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it."),
          resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
     """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
-    from .grpo import GRPOConfig, train_grpo
+    from .train.grpo import GRPOConfig, train_grpo
 
     _train(train_grpo, GRPOConfig, ctx, config, out, resume, env=env, policy=policy)
 
@@ -102,9 +102,9 @@ def rollout(env: str = typer.Option("tool_use", help="Environment name."),
             quiet: bool = typer.Option(False, help="Print only the summary.")) -> None:
     """Run a policy in an environment and print its trajectories: turns, tool calls, observations, rewards."""
     from .envs import make_env
-    from .metrics import summarize
+    from .evaluation.summary import summarize
     from .policies import SamplingConfig, load_policy
-    from .rollout import run_episodes
+    from .runtime.rollout import run_episodes
 
     try:
         e = make_env(env)
@@ -147,7 +147,7 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
           json_out: Path | None = typer.Option(None, "--json", help="Write the result here (JSON).")) -> None:
     """Evaluate a policy on the held-out split in six families: final answer, tool calling, trajectory,
     robustness, cost, regression. With --compare A B: list B's regressions against A, exit 1 if any."""
-    from . import evaluation as ev
+    from .evaluation import families as ev
 
     try:
         if compare:
@@ -166,7 +166,7 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
         return
     console.print(ev.summary_table(result))
     if json_out:
-        from .checkpoint import atomic_write_json
+        from .atomic import atomic_write_json
 
         json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(json_out, result)
@@ -177,10 +177,10 @@ def eval_(env: str = typer.Option("tool_use", help="Environment name."),
 
 def _run_eval(env: str, policy: str, n: int, k: int, seed: int, temperature: float, tokenizer: Path | None,
               robustness: bool, device: str = "auto") -> dict[str, Any]:
-    from . import evaluation as ev
     from .envs import make_env
+    from .evaluation import families as ev
     from .policies import HFPolicy, SamplingConfig, load_policy
-    from .render import Renderer
+    from .runtime.render import Renderer
 
     e = make_env(env)
     pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device)
@@ -225,8 +225,8 @@ def doctor(env: str = typer.Option("tool_use", help="Environment name."),
     """Is this env (and policy) ready for agentic RL? The seed's checklist, each check PASS / WARN / FAIL."""
     from rich.table import Table
 
-    from .doctor import as_json, run_doctor
     from .envs import make_env
+    from .evaluation.doctor import as_json, run_doctor
     from .policies import SamplingConfig, load_policy
 
     try:
@@ -327,8 +327,8 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (from agent
            ) -> None:
     """Write one self-contained HTML report of a run: config, learning curves, the six-family evaluation,
     exploit probes and a trajectory viewer. `agentic-rl run` writes it at the end of every run."""
-    from .checkpoint import atomic_write_text
-    from .report import build_report
+    from .atomic import atomic_write_text
+    from .evaluation.report import build_report
 
     try:
         page = build_report(run_dir)

@@ -20,7 +20,7 @@ VML_OPS = ("acos", "asin", "atan", "cos", "erf", "erfc", "exp", "expm1", "log", 
 
 
 def warm_up_vml() -> None:
-    """Call every VML-backed op once on one element, in float32 and float64 (~1 ms; `policies/hf.py` calls it once,
+    """Call every VML-backed op once on one element, in float32 and float64 (~1 ms; `policies/hf/sampler.py` calls it once,
     at import, before any model runs)."""
     for dtype in (torch.float32, torch.float64):
         x = torch.full((1,), 0.5, dtype=dtype)

@@ -12,18 +12,18 @@ from typing import Any
 
 from pydantic import Field
 
-from .checkpoint import atomic_write_json, atomic_write_text
+from .atomic import atomic_write_json, atomic_write_text
 from .config import Config, ConfigError
+from .device import Device
 from .envs import make_env
-from .evaluation import evaluate
-from .grpo import GRPOConfig, train_grpo
-from .metrics import summarize
+from .evaluation.families import evaluate
+from .evaluation.report import write_report
+from .evaluation.summary import summarize
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .precision import Device
-from .report import write_report
-from .rollout import run_episodes
-from .sft import SFTConfig, train_sft
-from .trajectory import save_jsonl
+from .runtime.rollout import run_episodes
+from .runtime.trajectory import save_jsonl
+from .train.grpo import GRPOConfig, train_grpo
+from .train.sft import SFTConfig, train_sft
 from .ui import console, eval_table
 
 

@@ -8,8 +8,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
-from ..parsing import ToolCall, parse_turn
-from ..tools import Toolbox
+from ..runtime.parsing import ToolCall, parse_turn
+from ..runtime.tools import Toolbox
 
 Split = Literal["train", "eval"]
 # The observation of an injected transient tool fault; the right move is to call again. Envs that take a

@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
-from ..tools import Toolbox, ToolError, to_json
+from ..runtime.parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
+from ..runtime.tools import Toolbox, ToolError, to_json
 from .base import (
     FAULT_TEXT,
     Env,

@@ -28,7 +28,7 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
     if spec.startswith("script:"):
         return ScriptPolicy(spec[len("script:"):])
     if spec == "tiny":
-        from ..tiny_build import build_tiny_for_env
+        from ..models.tiny.build import build_tiny_for_env
 
         return HFPolicy(build_tiny_for_env(env, Path(workdir or "runs/tiny-init")), sampling, device=device)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..envs.base import Env, Message, Task, stable_hash
-from ..parsing import format_tool_call
+from ..runtime.parsing import format_tool_call
 from .base import Policy, Session, Turn
 
 

@@ -30,8 +30,8 @@ import time
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ...parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
-from ...tools import Toolbox, ToolError
+from ...runtime.parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+from ...runtime.tools import Toolbox, ToolError
 from ..base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault
 from .corpus import BY_NAME, CORPUS, Module
 from .grading import Grade, grade, pristine_files

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...tools import InfrastructureError
+from ...runtime.tools import InfrastructureError
 from .files import remove_tree
 
 JAIL_PATH = str(Path(__file__).with_name("jail.py"))

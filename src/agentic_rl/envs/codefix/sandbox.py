@@ -40,7 +40,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from ...tools import InfrastructureError
+from ...runtime.tools import InfrastructureError
 from . import jail
 from .files import read_tail, remove_tree, walk
 

@@ -15,7 +15,7 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from ...tools import ToolError
+from ...runtime.tools import ToolError
 from .files import UnsafeFile, read_regular, remove_tree, walk
 
 MAX_READ_LINES = 200

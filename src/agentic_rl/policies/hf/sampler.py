@@ -20,14 +20,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.cache_utils import Cache
 
-from ..envs.base import Env, Message, Task, stable_hash
-from ..logprobs import common_prefix_len
-from ..models import resolve_model
-from ..numerics import warm_up_vml
-from ..precision import Precision, autocast, resolve_device, sampling_dtype
-from ..render import Renderer
+from ...device import Precision, autocast, resolve_device, sampling_dtype
+from ...envs.base import Env, Message, Task, stable_hash
+from ...models import resolve_model
+from ...numerics import warm_up_vml
+from ...runtime.render import Renderer
+from ...train.logprobs import common_prefix_len
+from ..base import Policy, Session, TokenRecord, Turn
 from .attention import NAME as PACKED_GQA
-from .base import Policy, Session, TokenRecord, Turn
 from .kv_cache import growing_cache
 from .last_position import last_position_only
 
@@ -79,7 +79,9 @@ class HFPolicy(Policy):
 
 
 @dataclass
-class _Episode:
+class _EpisodeTokens:
+    """One running episode's tokens as the policy saw and sampled them, and how many are in the KV cache."""
+
     ids: list[int]
     mask: list[int]
     logprobs: list[float]
@@ -88,6 +90,8 @@ class _Episode:
 
 
 class HFSession(Session):
+    """One batch of episodes sampled together: a KV-cache row per running episode, carried across turns."""
+
     def __init__(self, policy: HFPolicy, tasks: list[Task], samples: list[int], seed: int):
         self.p, self.cfg = policy, policy.sampling
         self.max_context = self.cfg.max_context or int(getattr(policy.model.config, "max_position_embeddings", 2048))
@@ -96,7 +100,7 @@ class HFSession(Session):
         self.pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else self.eos
         self.dev = policy.device
         self.gen = torch.Generator(device=self.dev).manual_seed(stable_hash("sample", seed) % 2**63)
-        self.eps: list[_Episode | None] = [None] * len(tasks)
+        self.tokens: list[_EpisodeTokens | None] = [None] * len(tasks)
         self.rows: list[int] = []  # cache row r holds episode rows[r]
         self.cache: Cache | None = None
         self.attn = torch.zeros(0, 0, dtype=torch.long, device=self.dev)  # (rows, slots): 1 where a slot holds a token
@@ -120,7 +124,7 @@ class HFSession(Session):
         for r, e in enumerate(self.rows):
             toks = feeds.get(e, [])
             if toks:
-                ep = self.eps[e]
+                ep = self.tokens[e]
                 ids[r, width - len(toks):] = torch.tensor(toks)
                 valid[r, width - len(toks):] = 1
                 pos[r, width - len(toks):] = torch.arange(ep.cached, ep.cached + len(toks))
@@ -155,7 +159,7 @@ class HFSession(Session):
         if self.cache is None:
             self._prefill_prompts(episodes, conversations)
         for e, conv in zip(episodes, conversations):
-            ep = self.eps[e]
+            ep = self.tokens[e]
             if ep.assistant_ids:  # after the first turn: only what follows the last sampled EOS is new
                 new = self.renderer.continuation(conv)
                 ep.ids += new
@@ -174,20 +178,20 @@ class HFSession(Session):
         leader_of: dict[tuple[int, ...], int] = {}
         for e, conv in zip(episodes, conversations):
             ids = self.renderer.render(conv, add_generation_prompt=True).ids
-            self.eps[e] = _Episode(list(ids), [0] * len(ids), [0.0] * len(ids), [])
+            self.tokens[e] = _EpisodeTokens(list(ids), [0] * len(ids), [0.0] * len(ids), [])
             leader_of.setdefault(tuple(ids), e)
         leaders = list(leader_of.values())
-        shared = min(common_prefix_len([self.eps[e].ids for e in leaders]), min(len(k) for k in leader_of) - 1)
+        shared = min(common_prefix_len([self.tokens[e].ids for e in leaders]), min(len(k) for k in leader_of) - 1)
         self.rows, self.cache = leaders[:1], growing_cache()
         self.attn = torch.zeros(1, 0, dtype=torch.long, device=self.dev)
-        self._forward({leaders[0]: self.eps[leaders[0]].ids[:shared]})
+        self._forward({leaders[0]: self.tokens[leaders[0]].ids[:shared]})
         for e in leaders:
-            self.eps[e].cached = shared
+            self.tokens[e].cached = shared
         self._keep_rows(leaders, source={e: leaders[0] for e in leaders})
-        self._forward({e: self.eps[e].ids[shared:-1] for e in leaders})
+        self._forward({e: self.tokens[e].ids[shared:-1] for e in leaders})
         for e in episodes:
-            self.eps[e].cached = len(self.eps[e].ids) - 1
-        self._keep_rows(episodes, source={e: leader_of[tuple(self.eps[e].ids)] for e in episodes})
+            self.tokens[e].cached = len(self.tokens[e].ids) - 1
+        self._keep_rows(episodes, source={e: leader_of[tuple(self.tokens[e].ids)] for e in episodes})
 
     def _decode(self, episodes: list[int], logits: dict[int, torch.Tensor]) -> list[Turn]:
         """Sample until every listed episode ends its turn (EOS, the turn's token limit, or the context limit)."""
@@ -207,7 +211,7 @@ class HFSession(Session):
                 tok = logp.argmax(dim=-1)
             tok, logp = tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one device sync
             for k, e in enumerate(active):
-                t, ep = tok[k], self.eps[e]
+                t, ep = tok[k], self.tokens[e]
                 out_ids[e].append(t)
                 ep.ids.append(t)
                 ep.mask.append(1)
@@ -222,7 +226,7 @@ class HFSession(Session):
                 logits = self._forward(step)
         turns = []
         for e in episodes:
-            self.eps[e].assistant_ids.append(out_ids[e])
+            self.tokens[e].assistant_ids.append(out_ids[e])
             turns.append(Turn(self.renderer.decode(out_ids[e]), finish[e]))  # type: ignore[arg-type]
         return turns
 
@@ -237,7 +241,7 @@ class HFSession(Session):
         """Close the episode: append the template's tokens after the last turn so ids == render(messages).
 
         The whole conversation is rendered once here and must reproduce every token the policy saw and said."""
-        ep = self.eps[episode]
+        ep = self.tokens[episode]
         full = self.renderer.render(conversation, assistant_ids=ep.assistant_ids).ids
         self._check_prefix(episode, ep.ids, full)
         tail = len(full) - len(ep.ids)
@@ -245,5 +249,5 @@ class HFSession(Session):
         ep.mask += [0] * tail
         ep.logprobs += [0.0] * tail
         # Its cache row is dropped by the next `act` (one copy of the cache per turn, not one per finished episode).
-        self.eps[episode] = None
+        self.tokens[episode] = None
         return TokenRecord(ep.ids, ep.mask, ep.logprobs, ep.assistant_ids)

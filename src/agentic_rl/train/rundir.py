@@ -8,8 +8,9 @@ from typing import Any
 
 import yaml
 
-from .checkpoint import atomic_write_text, latest_checkpoint, load_trainer_state
-from .config import Config, ConfigError, diff_configs
+from ..atomic import atomic_write_text
+from ..config import Config, ConfigError, diff_configs
+from .checkpoint import latest_checkpoint, load_trainer_state
 
 
 def prepare_run_dir(cfg: Config, out: Path, resume: bool) -> Path | None:

@@ -15,38 +15,22 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
-from .config import Config, ConfigError
-from .envs import make_env
+from ..atomic import atomic_write_json
+from ..config import Config, ConfigError
+from ..device import Device, Precision, autocast, resolve_precision
+from ..envs import make_env
+from ..evaluation.summary import evaluate_policy
+from ..models.tiny.build import TinyConfig, build_tiny_for_env
+from ..policies import HFPolicy, SamplingConfig, TeacherPolicy
+from ..runtime.render import Rendered, Renderer, longest_assistant_turn
+from ..runtime.rollout import run_episodes
+from ..runtime.trajectory import save_jsonl
+from ..ui import console, eval_table, progress
+from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import LoRASettings, Trainee
-from .metrics import evaluate_policy
-from .policies import HFPolicy, SamplingConfig, TeacherPolicy
-from .precision import Device, Precision, autocast, resolve_precision
-from .render import Rendered, Renderer, longest_assistant_turn
-from .reporting import Reporter, ReportTo
-from .rollout import run_episodes
 from .rundir import prepare_run_dir
-from .tiny_build import build_tiny_for_env
-from .trajectory import save_jsonl
-from .ui import console, eval_table, progress
-
-
-class TinyConfig(Config):
-    hidden: int = 256
-    """Hidden size of the built-in tiny Qwen2 model."""
-    layers: int = 4
-    """Transformer layers."""
-    heads: int = 4
-    """Attention heads."""
-    kv_heads: int = 2
-    """Key/value heads (grouped-query attention)."""
-    intermediate: int = 768
-    """MLP width."""
-    vocab_size: int = 4096
-    """Most BPE tokens; the trainer stops early when the env's text needs fewer."""
-    induction_init: bool = True
-    """Start with a copying circuit (induction heads) written into layers 0–1; see policies/induction_init.py."""
+from .tracking import Reporter, ReportTo
 
 
 class SFTConfig(Config):
@@ -100,7 +84,7 @@ class SFTConfig(Config):
     precision: Precision = "auto"
     """`bf16`: the training forwards' matrix products under bf16 autocast (weights, gradients, optimizer state and
     the vocabulary projection stay fp32); `auto`: bf16 on a GPU that has it, fp32 on the CPU, where bf16 was no
-    faster over a real run and held 3× the memory (precision.py)."""
+    faster over a real run and held 3× the memory (device.py)."""
     eval_every: int = 100
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100

@@ -18,7 +18,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 from pydantic import Field
 
-from .config import Config
+from ..config import Config
 
 
 class LoRASettings(Config):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import atomic_write_text
+from ..atomic import atomic_write_text
 
 STAGES = ("prompted", "teacher", "sft", "grpo")
 COLOURS = {"prompted": "#d97706", "teacher": "#6b7280", "sft": "#2563eb", "grpo": "#dc2626"}

@@ -17,21 +17,22 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from .checkpoint import atomic_write_json, load_trainer_state, save_checkpoint, save_model_dir
-from .config import Config
-from .envs import make_env
-from .envs.base import stable_hash
+from ..atomic import atomic_write_json
+from ..config import Config
+from ..device import Device, Precision, autocast, resolve_precision
+from ..envs import make_env
+from ..envs.base import stable_hash
+from ..evaluation.summary import evaluate_policy, summarize
+from ..policies import HFPolicy, SamplingConfig
+from ..runtime.rollout import run_episodes
+from ..runtime.trajectory import Trajectory
+from ..ui import console, progress
+from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
 from .grpo_math import advantages, batch_loss, clipped_surrogate, kl_k3, kl_k3_ratio, turn_advantages
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import LoRASettings, Trainee
-from .metrics import evaluate_policy, summarize
-from .policies import HFPolicy, SamplingConfig
-from .precision import Device, Precision, autocast, resolve_precision
-from .reporting import Reporter, ReportTo
-from .rollout import run_episodes
 from .rundir import prepare_run_dir
-from .trajectory import Trajectory
-from .ui import console, progress
+from .tracking import Reporter, ReportTo
 
 
 class LogprobMismatchError(RuntimeError):

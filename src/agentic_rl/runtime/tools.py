@@ -12,7 +12,7 @@ import jsonschema
 from transformers.utils import get_json_schema
 
 # JSON that the policy reads or writes (tool schemas in the system prompt, tool calls, structured tool results) has
-# no spaces after "," and ":". A space is a token of its own for the tiny policy's tokenizer (policies/tiny.py), so
+# no spaces after "," and ":". A space is a token of its own for the tiny policy's tokenizer (models/tiny/tokenizer.py), so
 # on tool_use this cut the system prompt from 461 to 335 tokens and a demonstration from 547 to 409 on average:
 # the first 150 SFT steps 17 % faster, held-out success unchanged beyond noise (README, "Compact JSON"). Any JSON
 # parser reads it the same.

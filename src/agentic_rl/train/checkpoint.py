@@ -1,4 +1,4 @@
-"""Checkpoints and run directories, written atomically: a temp directory, then one rename, then a pointer file.
+"""Checkpoints and model directories, written atomically: a temp directory, then one rename, then a pointer file.
 
 A run killed at any moment leaves either the previous checkpoint or the new one, never half of one. `LATEST`
 names the newest complete checkpoint; older ones are removed after the pointer moves.
@@ -6,7 +6,6 @@ names the newest complete checkpoint; older ones are removed after the pointer m
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -15,20 +14,7 @@ from typing import Any
 
 import torch
 
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+from ..atomic import atomic_write_text
 
 
 def save_model_dir(model: Any, tokenizer: Any, dest: str | Path, extra: dict[str, Any] | None = None) -> Path:

@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 import jsonschema
 
-from .envs.base import Env, check_env
-from .parsing import ParseError, parse_turn
-from .policies import Policy, RandomPolicy, TeacherPolicy
-from .render import longest_assistant_turn
-from .rollout import run_episodes
-from .trajectory import Trajectory
+from ..envs.base import Env, check_env
+from ..policies import Policy, RandomPolicy, TeacherPolicy
+from ..runtime.parsing import ParseError, parse_turn
+from ..runtime.render import longest_assistant_turn
+from ..runtime.rollout import run_episodes
+from ..runtime.trajectory import Trajectory
 
 Verdict = Literal["PASS", "WARN", "FAIL"]
 TEACHER_BAR = 0.95  # the env must be solvable: the scripted teacher solves this share of held-out tasks
@@ -183,7 +183,7 @@ def check_turn_limit(teacher: list[Trajectory], policy: Policy) -> Check | None:
 
 def _text(message: dict[str, Any]) -> str:
     if message.get("tool_calls"):
-        from .parsing import format_tool_call
+        from ..runtime.parsing import format_tool_call
 
         fn = message["tool_calls"][0]["function"]
         return format_tool_call(fn["name"], fn["arguments"])

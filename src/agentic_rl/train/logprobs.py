@@ -146,7 +146,7 @@ def sequence_logprobs(model: Any, seqs: Sequence[Sequence[int]], temperature: fl
         hidden = base(input_ids=ids, attention_mask=valid).last_hidden_state  # (B, T, H)
 
     # The hidden state at t-1 predicts token t: project only the wanted positions onto the vocabulary.
-    # It runs in fp32 even under bf16 autocast (precision.py): logprobs and the loss are read off these logits.
+    # It runs in fp32 even under bf16 autocast (device.py): logprobs and the loss are read off these logits.
     b_idx, t_idx = want.nonzero(as_tuple=True)
     with torch.autocast(dev.type, enabled=False):
         h = hidden[b_idx, t_idx - 1].to(head.weight.dtype)

@@ -6,7 +6,7 @@ observation copies the whole KV cache (n_rep × its size, every layer). With a 7
 was a third of the prefill's time. Here the query heads that share a key/value head are packed into one head with
 n_rep × q query rows instead — the mask repeated to match — which is the same attention without the copy.
 Transformers already does this for a single query token (`pack_gqa`, decoding); this extends it to q > 1. The
-trainers' forward (logprobs.py: a shared prefix in the cache, each row's suffix masked) takes the same path, and
+trainers' forward (train/logprobs.py: a shared prefix in the cache, each row's suffix masked) takes the same path, and
 its backward too: an SFT step measured 0.97 → 0.92 s.
 
 Everything else (no mask, one query token, no grouped heads, dropout, position bias, head-specific masks) goes to

@@ -31,14 +31,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .envs.base import FAULT_TEXT, PERTURBATIONS, Env, Task
-from .metrics import (
+from ..envs.base import FAULT_TEXT, PERTURBATIONS, Env, Task
+from ..policies.base import Policy
+from ..runtime.render import Renderer
+from ..runtime.rollout import run_episodes
+from ..runtime.trajectory import Trajectory
+from .summary import (
     EVAL_SEED_OFFSET,  # the same sampling stream as training-time evaluation
 )
-from .policies.base import Policy
-from .render import Renderer
-from .rollout import run_episodes
-from .trajectory import Trajectory
 
 SCHEMA = "agentic-rl.eval/1"
 FAMILIES = ("final_answer", "tool_calling", "trajectory", "robustness", "cost", "regression")

@@ -13,9 +13,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .envs.base import Env, Message, Task
+from ..envs.base import Env, Message, Task
+from ..policies.base import Policy
 from .parsing import ToolCall, parse_turn
-from .policies.base import Policy
 from .trajectory import Trajectory, assistant_message
 
 # Per-turn facts an env may report in `StepResult.info`, kept for evaluation: how the turn parsed, which tool it

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from .config import ConfigError
+from ..config import ConfigError
 from .rundir import append_metrics
 
 ReportTo = Literal["tensorboard", "wandb"]

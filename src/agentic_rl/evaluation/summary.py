@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .trajectory import Trajectory
+from ..runtime.trajectory import Trajectory
 
 EVAL_SEED_OFFSET = 7919  # evaluation samples from its own stream, apart from training's
 
@@ -14,7 +14,7 @@ def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy
                     samples: int = 1) -> dict[str, Any]:
     """Run `policy` `samples` times on each task and summarize all the episodes together (success_rate is then the
     mean over the samples). A model policy is put in eval mode for the run only."""
-    from .rollout import run_episodes
+    from ..runtime.rollout import run_episodes
 
     model = getattr(policy, "model", None)
     was_training = bool(model is not None and model.training)

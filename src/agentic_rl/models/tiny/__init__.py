@@ -1,0 +1,1 @@
+"""The built-in tiny model: the fast test fixture and the `policy=tiny` demo."""
