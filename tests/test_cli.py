@@ -49,3 +49,59 @@ def test_console_script_is_installed():
     assert script.exists(), f"no console script at {script}: is the package installed (pip install -e .)?"
     r = subprocess.run([str(script), "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "sft" in r.stdout and "rollout" in r.stdout and "models" in r.stdout
+
+
+def test_help_lists_every_config_key_with_its_docstring():
+    from agentic_rl.train.sft import SFTConfig
+
+    r = runner.invoke(app, ["sft", "--help"])
+    assert r.exit_code == 0, r.output
+    for key in ("lr", "epochs", "lora.r", "tiny.hidden", "max_new_tokens", "env_args"):
+        assert f" {key} " in r.output, key
+    squeeze = lambda text: "".join(c for c in text if c not in "│ \n")  # a wrapped table cell reads as one line
+    assert squeeze(SFTConfig.model_fields["lr"].description) in squeeze(r.output)
+    for command, key in [("run", "greedy_eval"), ("grpo", "kl_estimator"), ("eval", "robustness_tasks"),
+                         ("rollout", "task_id"), ("doctor", "group"), ("probe-hacks", "env_args")]:
+        r = runner.invoke(app, [command, "--help"])
+        assert r.exit_code == 0 and f" {key} " in r.output, (command, r.output)
+
+
+def _said(r) -> str:
+    return " ".join(r.output.split())
+
+
+def test_every_command_takes_key_value_and_refuses_a_key_it_would_ignore(tmp_path):
+    r = runner.invoke(app, ["rollout", "--policy", "teacher", "n=2", "env_args.max_turns=1", "--json",
+                            str(tmp_path / "t.json")])
+    assert r.exit_code == 0, r.output
+    trajs = json.loads((tmp_path / "t.json").read_text())
+    assert len(trajs) == 2 and all(t["outcome"] == "truncated" or len(t["turn_rewards"]) == 1 for t in trajs)
+    r = runner.invoke(app, ["rollout", "--policy", "teacher", "temperature=0.5"])
+    assert r.exit_code == 2 and "policy=teacher samples no tokens, so temperature= would be ignored" in _said(r)
+    r = runner.invoke(app, ["eval", "--policy", "noisy-teacher", "--no-robustness", "robustness_tasks=3"])
+    assert r.exit_code == 2 and "robustness_tasks= would be ignored" in _said(r)
+    r = runner.invoke(app, ["run", "sft.seed=3"])
+    assert r.exit_code == 2 and "give seed=" in _said(r)
+
+
+def test_a_bad_env_argument_is_one_clear_line_in_every_command():
+    for command in (["sft", "--out", "/tmp/never"], ["grpo", "--out", "/tmp/never"], ["run", "--out", "/tmp/never"],
+                    ["rollout", "--policy", "teacher"], ["eval", "--policy", "teacher"],
+                    ["doctor"], ["probe-hacks", "--env", "tool_use"]):
+        r = runner.invoke(app, [*command, "env_args.bogus=1"])
+        assert r.exit_code == 2, (command, r.output)
+        assert "env tool_use takes no argument 'bogus'" in _said(r) and "fault_rate" in r.output, (command, r.output)
+        assert "Traceback" not in r.output
+
+
+def test_an_envs_own_turn_budget_applies_wherever_the_env_is_used(tiny_dir):
+    from agentic_rl.commands import EvalConfig, RolloutConfig
+    from agentic_rl.config import load_config
+    from agentic_rl.envs import make_env
+
+    codefix, tool_use = make_env("codefix"), make_env("tool_use")
+    for cls in (EvalConfig, RolloutConfig):
+        assert cls(env="codefix", policy=str(tiny_dir)).load(codefix).sampling.max_new_tokens == 192
+        assert cls(policy=str(tiny_dir)).load(tool_use).sampling.max_new_tokens == 96
+        cfg = load_config(cls, None, ["env=codefix", f"policy={tiny_dir}", "max_new_tokens=64"])
+        assert cfg.load(codefix).sampling.max_new_tokens == 64  # the user's value wins

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
+from agentic_rl.models.tiny.build import tiny_config
 from agentic_rl.models.tiny.induction_init import install_induction_heads
-from agentic_rl.models.tiny.tokenizer import tiny_config
 
 V = 1000
 

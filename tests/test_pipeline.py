@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -52,17 +53,23 @@ def test_an_envs_run_defaults_sit_beneath_the_users_settings(tmp_path):
     assert cfg.grpo.steps == 3 and cfg.eval_tasks == CodeFixEnv.run_defaults["eval_tasks"]
 
 
-def test_the_ladders_starting_model_is_policy_or_sft_policy_never_two():
+def test_a_key_the_run_would_overwrite_or_ignore_is_an_error_that_names_what_to_give():
     import pytest
 
     from agentic_rl.config import ConfigError, load_config
-    from agentic_rl.pipeline import RunConfig, starting_policy
+    from agentic_rl.pipeline import RunConfig
 
-    assert starting_policy(load_config(RunConfig, None, [])) == "tiny"
-    assert starting_policy(load_config(RunConfig, None, ["policy=smollm2-135m"])) == "smollm2-135m"
-    assert starting_policy(load_config(RunConfig, None, ["sft.policy=runs/x/model"])) == "runs/x/model"
-    with pytest.raises(ConfigError, match="disagree"):
-        starting_policy(load_config(RunConfig, None, ["policy=smollm2-135m", "sft.policy=runs/x/model"]))
+    cfg = load_config(RunConfig, None, ["policy=smollm2-135m", "seed=3"])
+    sft, grpo = cfg.stages(Path("runs/x"))
+    assert (sft.policy, sft.seed, grpo.seed, grpo.policy) == ("smollm2-135m", 3, 3, str(Path("runs/x/sft/model")))
+    for key, says in [("sft.seed=3", "give seed="), ("grpo.env=codefix", "give env="), ("sft.policy=x", "give policy="),
+                      ("sft.device=cpu", "give device="), ("grpo.policy=x", "SFT stage's model"),
+                      ("sft.env_args.fault_rate=0", "give env_args=")]:
+        with pytest.raises(ConfigError, match=says):
+            load_config(RunConfig, None, [key])
+    with pytest.raises(ConfigError, match=r"sft.tiny.hidden: .*policy=smollm2-135m"):  # the run's policy decides
+        load_config(RunConfig, None, ["policy=smollm2-135m", "sft.tiny.hidden=64"])
+    assert load_config(RunConfig, None, ["sft.tiny.hidden=64"]).sft.tiny.hidden == 64
 
 
 def test_a_pretrained_model_gets_a_pretrained_budget_beneath_the_users_settings():

@@ -6,20 +6,23 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand
 
-from .config import ConfigError, load_config
-from .ui import console
+from .atomic import atomic_write_json, atomic_write_text
+from .config import C, Config, fields_help, load_config
+from .ui import config_table, console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Train LLM agents to use tools well: SFT, then agentic GRPO with verifiable rewards.")
 
 
-def _fail(msg: str, code: int = 2) -> None:
+def _fail(msg: str, code: int = 2) -> NoReturn:
     console.print(f"[red]error:[/] {escape(msg)}")
     raise typer.Exit(code)
 
@@ -32,173 +35,198 @@ def _training_errors() -> tuple[type[Exception], ...]:
     return (LogprobMismatchError, TokenContinuityError)
 
 
-def _train(train: Any, cls: Any, ctx: typer.Context, config: Path | None, out: Path, resume: bool,
-           **explicit: Any) -> None:
-    """Resolve the config (file ← options ← key=value) and run a training entry point; errors become messages."""
+def _with_config_help(config: Callable[[], type[Config]], note: str = "", skip: tuple[str, ...] = ()
+                      ) -> type[TyperCommand]:
+    """A command whose --help also lists every key of its config (imported only when help is asked for)."""
+
+    class ConfigCommand(TyperCommand):
+        def format_help(self, ctx: Any, formatter: Any) -> None:
+            super().format_help(ctx, formatter)
+            console.print(config_table(fields_help(config(), skip=skip), note))
+
+    return ConfigCommand
+
+
+_KEYS = {"allow_extra_args": True, "ignore_unknown_options": False}
+CONFIG_OPTION = typer.Option(None, help="YAML config file; key=value arguments and the options above override it.")
+
+
+def _config(cls: type[C], ctx: typer.Context, config: Path | None, base: dict[str, Any] | None = None,
+            **explicit: Any) -> C:
+    """The command's config: defaults ← `base` ← the file ← options given ← key=value arguments; errors → exit 2."""
     try:
-        train(load_config(cls, config, ctx.args, **explicit), out, resume=resume)
-    except (ConfigError, ValueError) as e:
+        return load_config(cls, config, ctx.args, base=base, **explicit)
+    except ValueError as e:
+        _fail(str(e))
+
+
+def _train(train: Any, cfg: Config, out: Path, resume: bool) -> None:
+    """Run a training entry point; the errors it stops with on purpose become messages, not tracebacks."""
+    try:
+        train(cfg, out, resume=resume)
+    except ValueError as e:
         _fail(str(e))
     except _training_errors() as e:
         _fail(f"{type(e).__name__}: {e}", code=1)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+def _run_config() -> type[Config]:
+    from .pipeline import RunConfig
+
+    return RunConfig
+
+
+def _sft_config() -> type[Config]:
+    from .train.sft import SFTConfig
+
+    return SFTConfig
+
+
+def _grpo_config() -> type[Config]:
+    from .train.grpo import GRPOConfig
+
+    return GRPOConfig
+
+
+def _lazy(name: str) -> Callable[[], type[Config]]:
+    def load() -> type[Config]:
+        from . import commands
+
+        return getattr(commands, name)
+
+    return load
+
+
+@app.command(context_settings=_KEYS, cls=_with_config_help(
+    _run_config, note="sft.KEY and grpo.KEY: any key of `agentic-rl sft --help` and `agentic-rl grpo --help` but "
+                      "env, env_args, seed, device and policy, which the run sets for both.", skip=("sft", "grpo")))
 def run(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         out: Path = typer.Option(Path("runs/run"), help="Run directory."),
-        config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it "
-                                                         "(sft.lr=1e-3, grpo.steps=20)."),
+        config: Path | None = CONFIG_OPTION,
         resume: bool = typer.Option(False, help="Continue the run in --out: finished stages are kept.")) -> None:
     """The whole ladder: demonstrations → SFT → GRPO → held-out comparison of the starting model (prompted), the
-    noisy teacher, SFT and GRPO. The tiny policy by default; policy=smollm2-135m (or any model) for a real one."""
+    noisy teacher, SFT and GRPO. The tiny policy by default; policy=smollm2-135m (or any model) for a real one.
+    Extra arguments: key=value config overrides (sft.lr=1e-3, grpo.steps=20)."""
     from .pipeline import RunConfig, env_run_defaults, run_pipeline
 
     try:
         base = env_run_defaults(config, ctx.args, env)
-    except (ConfigError, ValueError) as e:
+    except ValueError as e:
         _fail(str(e))
-    _train(run_pipeline, RunConfig, ctx, config, out, resume, base=base, env=env)
+    _train(run_pipeline, _config(RunConfig, ctx, config, base=base, env=env), out, resume)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+@app.command(context_settings=_KEYS, cls=_with_config_help(_sft_config))
 def sft(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         out: Path = typer.Option(Path("runs/sft"), help="Run directory."),
-        config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it."),
+        config: Path | None = CONFIG_OPTION,
         resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
     """Supervised fine-tuning on noisy-teacher demonstrations. Extra arguments: key=value config overrides."""
     from .train.sft import SFTConfig, train_sft
 
-    _train(train_sft, SFTConfig, ctx, config, out, resume, env=env)
+    _train(train_sft, _config(SFTConfig, ctx, config, env=env), out, resume)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": False})
+@app.command(context_settings=_KEYS, cls=_with_config_help(_grpo_config))
 def grpo(ctx: typer.Context,
          env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
-         policy: str | None = typer.Option(None, help="Starting policy directory (default: runs/sft/model)."),
+         policy: str | None = typer.Option(None, help="Starting policy (default: runs/sft/model)."),
          out: Path = typer.Option(Path("runs/grpo"), help="Run directory."),
-         config: Path | None = typer.Option(None, help="YAML config file; key=value arguments override it."),
+         config: Path | None = CONFIG_OPTION,
          resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
     """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
     from .train.grpo import GRPOConfig, train_grpo
 
-    _train(train_grpo, GRPOConfig, ctx, config, out, resume, env=env, policy=policy)
+    _train(train_grpo, _config(GRPOConfig, ctx, config, env=env, policy=policy), out, resume)
 
 
-@app.command()
-def rollout(env: str = typer.Option("tool_use", help="Environment name."),
-            policy: str = typer.Option(..., help="Model directory, tiny, teacher, noisy-teacher, random or "
-                                                 "script:FILE."),
-            n: int = typer.Option(3, help="Number of tasks."),
-            group: int = typer.Option(1, help="Samples per task."),
-            split: str = typer.Option("eval", help="Task split: train or eval."),
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("RolloutConfig")))
+def rollout(ctx: typer.Context,
+            env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
+            policy: str | None = typer.Option(None, help="Model (preset, directory, .gguf, Hub id), tiny, teacher, "
+                                                         "noisy-teacher, random or script:FILE."),
+            n: int | None = typer.Option(None, help="Number of tasks (default: 3)."),
+            group: int | None = typer.Option(None, help="Episodes per task (default: 1)."),
+            split: str | None = typer.Option(None, help="Task split: train or eval (default: eval)."),
             task_id: str | None = typer.Option(None, help="Run only this task (by its stable id)."),
-            seed: int = typer.Option(0, help="Seed for tasks and sampling."),
-            temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
-            device: str = typer.Option("auto", help="Where a model policy runs: auto (a CUDA GPU if torch sees one), "
-                                                     "cpu or cuda."),
+            seed: int | None = typer.Option(None, help="Seed for tasks and sampling (default: 0)."),
+            temperature: float | None = typer.Option(None, help="Sampling temperature (default: 1; 0: greedy)."),
+            device: str | None = typer.Option(None, help="auto (default), cpu or cuda."),
+            config: Path | None = CONFIG_OPTION,
             json_out: Path | None = typer.Option(None, "--json", help="Write the trajectories here (JSON list)."),
             quiet: bool = typer.Option(False, help="Print only the summary.")) -> None:
-    """Run a policy in an environment and print its trajectories: turns, tool calls, observations, rewards."""
-    from .envs import make_env
+    """Run a policy in an environment and print its trajectories: turns, tool calls, observations, rewards.
+    Extra arguments: key=value config overrides (env_args.fault_rate=0.5, max_new_tokens=64)."""
+    from .commands import RolloutConfig
     from .evaluation.summary import summarize
-    from .policies import SamplingConfig, load_policy
     from .runtime.rollout import run_episodes
 
+    cfg = _config(RolloutConfig, ctx, config, env=env, policy=policy, n=n, group=group, split=split,
+                  task_id=task_id, seed=seed, temperature=temperature, device=device)
     try:
-        e = make_env(env)
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be train or eval, got {split!r}")
-        if task_id is not None:
-            tasks = [e.task_by_id(task_id, seed)]
-        else:
-            tasks = e.tasks(split, n, seed)  # type: ignore[arg-type]
-        pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device)
-        trajs = run_episodes(lambda: make_env(env), tasks, pol, group_size=group, seed=seed)
+        factory = cfg.env_factory()
+        e = factory()
+        trajs = run_episodes(factory, cfg.tasks(e), cfg.load(e), group_size=cfg.group, seed=cfg.seed)
     except ValueError as err:
         _fail(str(err))
-        return
     if not quiet:
         for t in trajs:
             print_trajectory(t)
-    console.print_json(json.dumps({k: v for k, v in summarize(trajs).items()}))
+    console.print_json(json.dumps(summarize(trajs)))
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps([t.to_dict() for t in trajs], ensure_ascii=False, indent=1))
+        atomic_write_json(json_out, [t.to_dict() for t in trajs])
 
 
-@app.command("eval")
-def eval_(env: str = typer.Option("tool_use", help="Environment name."),
-          policy: str | None = typer.Option(None, help="Model directory, teacher, noisy-teacher, random or "
-                                                          "script:FILE."),
-          n: int = typer.Option(100, help="Held-out tasks."),
-          k: int = typer.Option(3, help="Attempts per task (pass@k, pass^k)."),
-          seed: int = typer.Option(0, help="Seed for tasks and sampling."),
-          temperature: float = typer.Option(1.0, help="Sampling temperature for model policies (0: greedy)."),
-          tokenizer: Path | None = typer.Option(None, help="Count tokens of a non-model policy with this "
-                                                              "model directory's tokenizer and chat template."),
-          robustness: bool = typer.Option(True, help="Also run the fault and prompt-perturbation conditions."),
-          device: str = typer.Option("auto", help="Where a model policy runs: auto (a CUDA GPU if torch sees one), "
-                                                   "cpu or cuda."),
+@app.command("eval", context_settings=_KEYS, cls=_with_config_help(_lazy("EvalConfig")))
+def eval_(ctx: typer.Context,
+          env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
+          policy: str | None = typer.Option(None, help="Model (preset, directory, .gguf, Hub id), teacher, "
+                                                       "noisy-teacher, random or script:FILE."),
+          n: int | None = typer.Option(None, help="Held-out tasks (default: 100)."),
+          k: int | None = typer.Option(None, help="Attempts per task, for pass@k and pass^k (default: 3)."),
+          seed: int | None = typer.Option(None, help="Seed for tasks and sampling (default: 0)."),
+          temperature: float | None = typer.Option(None, help="Sampling temperature (default: 1; 0: greedy)."),
+          tokenizer: str | None = typer.Option(None, help="Count a scripted policy's tokens with this model "
+                                                          "directory's tokenizer and chat template."),
+          robustness: bool | None = typer.Option(None, "--robustness/--no-robustness",
+                                                 help="Also run the fault and prompt-perturbation conditions "
+                                                      "(default: on)."),
+          device: str | None = typer.Option(None, help="auto (default), cpu or cuda."),
+          config: Path | None = CONFIG_OPTION,
           baseline: Path | None = typer.Option(None, help="Compare with this earlier eval JSON; exit 1 if worse."),
           compare: tuple[Path, Path] | None = typer.Option(None, help="Only compare two eval JSON files "
                                                                          "(A = baseline, B = candidate)."),
           json_out: Path | None = typer.Option(None, "--json", help="Write the result here (JSON).")) -> None:
     """Evaluate a policy on the held-out split in six families: final answer, tool calling, trajectory,
-    robustness, cost, regression. With --compare A B: list B's regressions against A, exit 1 if any."""
+    robustness, cost, regression. With --compare A B: list B's regressions against A, exit 1 if any.
+    Extra arguments: key=value config overrides (env_args.max_turns=4, max_new_tokens=64)."""
+    from .commands import EvalConfig, run_eval
     from .evaluation import families as ev
 
-    try:
-        if compare:
+    if compare:
+        try:
             worse = ev.compare(ev.load_result(compare[0]), ev.load_result(compare[1]))
-            _print_regressions(worse, compare[0], compare[1])
-            raise typer.Exit(1 if worse else 0)
-        if policy is None:
-            raise ValueError("give --policy (model directory, teacher, noisy-teacher, random, script:FILE) "
-                             "or --compare A.json B.json")
-        result = _run_eval(env, policy, n, k, seed, temperature, tokenizer, robustness, device)
+        except ValueError as err:
+            _fail(str(err))
+        _print_regressions(worse, compare[0], compare[1])
+        raise typer.Exit(1 if worse else 0)
+    cfg = _config(EvalConfig, ctx, config, env=env, policy=policy, n=n, k=k, seed=seed, temperature=temperature,
+                  tokenizer=tokenizer, robustness=robustness, device=device)
+    try:
+        with console.status("evaluating") as status:
+            result = run_eval(cfg, progress=lambda msg: status.update(f"evaluating: {msg}"))
         if baseline:
-            result["regression"] = {"baseline": str(baseline),
-                                    "worse": ev.compare(ev.load_result(baseline), result)}
+            result["regression"] = {"baseline": str(baseline), "worse": ev.compare(ev.load_result(baseline), result)}
     except ValueError as err:
         _fail(str(err))
-        return
     console.print(ev.summary_table(result))
     if json_out:
-        from .atomic import atomic_write_json
-
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(json_out, result)
     if result["regression"]["worse"]:
         _print_regressions(result["regression"]["worse"], baseline, "this run")
         raise typer.Exit(1)
-
-
-def _run_eval(env: str, policy: str, n: int, k: int, seed: int, temperature: float, tokenizer: Path | None,
-              robustness: bool, device: str = "auto") -> dict[str, Any]:
-    from .envs import make_env
-    from .evaluation import families as ev
-    from .policies import HFPolicy, SamplingConfig, load_policy
-    from .runtime.render import Renderer
-
-    e = make_env(env)
-    pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device)
-    renderer = None
-    if tokenizer is not None:
-        from transformers import AutoTokenizer
-
-        if not tokenizer.is_dir():
-            raise ValueError(f"--tokenizer must be a model directory with a tokenizer, got {tokenizer}")
-        renderer = Renderer(AutoTokenizer.from_pretrained(str(tokenizer)))
-    elif isinstance(pol, HFPolicy):
-        renderer = pol.renderer
-    tasks = e.tasks("eval", n, seed)
-    with console.status("evaluating") as status:
-        result, _ = ev.evaluate(lambda **kw: make_env(env, **kw), pol, tasks, k=k, seed=seed, renderer=renderer,
-                                robustness=robustness, progress=lambda msg: status.update(f"evaluating: {msg}"))
-    result["policy"] = policy
-    return result
 
 
 def _print_regressions(worse: list[dict[str, Any]], a: Any, b: Any) -> None:
@@ -212,31 +240,34 @@ def _print_regressions(worse: list[dict[str, Any]], a: Any, b: Any) -> None:
                       f"[{lo:.3f}, {hi:.3f}] ({w['better']} is better)")
 
 
-@app.command()
-def doctor(env: str = typer.Option("tool_use", help="Environment name."),
-           policy: str | None = typer.Option(None, help="Also check this policy (model dir, tiny, noisy-teacher, "
-                                                           "random, script:FILE): parse rate and GRPO signal."),
-           n: int = typer.Option(20, help="Held-out tasks per check."),
-           group: int = typer.Option(4, help="G for the GRPO-signal check."),
-           temperature: float = typer.Option(1.0, help="Sampling temperature for the policy checks."),
-           device: str = typer.Option("auto", help="Where a model policy runs: auto (a CUDA GPU if torch sees one), "
-                                                    "cpu or cuda."),
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("DoctorConfig")))
+def doctor(ctx: typer.Context,
+           env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
+           policy: str | None = typer.Option(None, help="Also check this policy (model, tiny, noisy-teacher, "
+                                                        "random, script:FILE): parse rate and GRPO signal."),
+           n: int | None = typer.Option(None, help="Held-out tasks per check (default: 20)."),
+           group: int | None = typer.Option(None, help="G for the GRPO-signal check (default: 4)."),
+           temperature: float | None = typer.Option(None, help="Sampling temperature of the policy checks "
+                                                               "(default: 1)."),
+           device: str | None = typer.Option(None, help="auto (default), cpu or cuda."),
+           config: Path | None = CONFIG_OPTION,
            json_out: Path | None = typer.Option(None, "--json", help="Write the checks here (JSON list).")) -> None:
-    """Is this env (and policy) ready for agentic RL? The seed's checklist, each check PASS / WARN / FAIL."""
+    """Is this env (and policy) ready for agentic RL? The seed's checklist, each check PASS / WARN / FAIL.
+    Extra arguments: key=value config overrides."""
     from rich.table import Table
 
-    from .envs import make_env
+    from .commands import DoctorConfig
     from .evaluation.doctor import as_json, run_doctor
-    from .policies import SamplingConfig, load_policy
 
+    cfg = _config(DoctorConfig, ctx, config, env=env, policy=policy, n=n, group=group, temperature=temperature,
+                  device=device)
     try:
-        e = make_env(env)
-        pol = load_policy(policy, e, SamplingConfig(temperature=temperature), device=device) if policy else None
+        factory = cfg.env_factory()
+        pol = cfg.load(factory()) if cfg.policy else None
+        checks = run_doctor(factory, pol, n=cfg.n, group=cfg.group, temperature=cfg.temperature, seed=cfg.seed)
     except ValueError as err:
         _fail(str(err))
-        return
-    checks = run_doctor(lambda: make_env(env), pol, n=n, group=group, temperature=temperature)
-    table = Table(title=f"doctor: {env}" + (f" with {policy}" if policy else ""))
+    table = Table(title=f"doctor: {cfg.env}" + (f" with {cfg.policy}" if cfg.policy else ""))
     for col in ("check", "verdict", "measured", "next step"):
         table.add_column(col)
     colour = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
@@ -244,34 +275,36 @@ def doctor(env: str = typer.Option("tool_use", help="Environment name."),
         table.add_row(c.name, f"[{colour[c.verdict]}]{c.verdict}[/]", escape(c.measured), escape(c.next_step))
     console.print(table)
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(as_json(checks), indent=2))
+        atomic_write_json(json_out, as_json(checks))
     if any(c.verdict == "FAIL" for c in checks):
         raise typer.Exit(1)
 
 
-@app.command("probe-hacks")
-def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploit probes (codefix)."),
-                n: int = typer.Option(3, help="Held-out tasks to try every exploit on."),
-                seed: int = typer.Option(0, help="Seed for the tasks."),
+@app.command("probe-hacks", context_settings=_KEYS, cls=_with_config_help(_lazy("ProbeConfig")))
+def probe_hacks(ctx: typer.Context,
+                env: str | None = typer.Option(None, help="Environment with exploit probes (default: codefix)."),
+                n: int | None = typer.Option(None, help="Held-out tasks to try every exploit on (default: 3)."),
+                seed: int | None = typer.Option(None, help="Seed for the tasks (default: 0)."),
+                config: Path | None = CONFIG_OPTION,
                 json_out: Path | None = typer.Option(None, "--json", help="Write the rows here (JSON list).")
                 ) -> None:
-    """Try every known reward hack with a scripted agent: naive reward (the agent's own test run) vs guarded reward."""
+    """Try every known reward hack with a scripted agent: naive reward (the agent's own test run) vs guarded reward.
+    Extra arguments: key=value config overrides."""
     from rich.table import Table
 
+    from .commands import ProbeConfig
     from .envs import ENVS, Env, make_env
 
+    cfg = _config(ProbeConfig, ctx, config, env=env, n=n, seed=seed)
     try:
-        e = make_env(env)
+        e = make_env(cfg.env, **cfg.env_args)
     except ValueError as err:
         _fail(str(err))
-        return
-    rows = e.probe_hacks(e.tasks("eval", n, seed))
+    rows = e.probe_hacks(e.tasks("eval", cfg.n, cfg.seed))
     if rows is None:
         with_probes = [name for name, cls in ENVS.items() if cls.probe_hacks is not Env.probe_hacks]
-        _fail(f"no exploit probes for env {env!r}; envs with probes: {', '.join(with_probes)}")
-        return
-    table = Table(title=f"reward hacks on {n} held-out {env} tasks")
+        _fail(f"no exploit probes for env {cfg.env!r}; envs with probes: {', '.join(with_probes)}")
+    table = Table(title=f"reward hacks on {cfg.n} held-out {cfg.env} tasks")
     for col in ("exploit", "finding", "naive reward", "guarded reward", "no-op reward", "env errors", "guard holds"):
         table.add_column(col)
     for r in rows:
@@ -281,8 +314,7 @@ def probe_hacks(env: str = typer.Option("codefix", help="Environment with exploi
                       "[green]yes[/]" if holds else "[red]NO[/]")
     console.print(table)
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(rows, indent=2))
+        atomic_write_json(json_out, rows)
 
 
 models_app = typer.Typer(help="Model presets: list them and what is cached, or fetch one ahead of a run.",
@@ -327,7 +359,6 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (from agent
            ) -> None:
     """Write one self-contained HTML report of a run: config, learning curves, the six-family evaluation,
     exploit probes and a trajectory viewer. `agentic-rl run` writes it at the end of every run."""
-    from .atomic import atomic_write_text
     from .evaluation.report import build_report
 
     try:

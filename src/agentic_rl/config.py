@@ -1,6 +1,7 @@
-"""Configs: one pydantic model per entry point, a docstring under each field, YAML files and `key=value` overrides.
+"""Configs: one pydantic model per command, a docstring under each field, YAML files and `key=value` overrides.
 
-Unknown keys are errors that list the valid ones; every field does something.
+Unknown keys are errors that list the valid ones, and so is a key that would be ignored or overwritten (each config
+says which in `unused_keys`): every field given does something. The field docstrings are the commands' `--help`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -17,13 +18,56 @@ class ConfigError(ValueError):
 
 
 class Config(BaseModel):
+    """A strict config: unknown keys are errors, field docstrings are the help text."""
+
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
+    def unused_keys(self) -> list[str]:
+        """One line per key the user set that this config would ignore or overwrite, saying why (none: []).
+        Nested configs are checked too, their keys dotted."""
+        out = []
+        for name in self.model_fields_set:
+            value = getattr(self, name)
+            if isinstance(value, Config):
+                out += [f"{name}.{line}" for line in value.unused_keys()]
+        return out
+
+    def given(self, *names: str) -> list[str]:
+        """Which of `names` the user set (in a file, an option or key=value), as opposed to left at their default."""
+        return [n for n in names if n in self.model_fields_set]
+
+
+class EnvConfig(Config):
+    """What every command that runs episodes starts from: an environment, its arguments and a seed."""
+
+    env: str = "tool_use"
+    """Environment name: tool_use or codefix."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment (tool_use: fault_rate, max_turns, kinds; codefix: max_turns,
+    fault_rate, episode_seconds)."""
+    seed: int = 0
+    """Seed for tasks and sampling: the same seed and config give the same numbers on the CPU."""
+
+    @model_validator(mode="after")
+    def _env_exists_and_takes_env_args(self) -> EnvConfig:
+        from .envs import check_env_args  # envs import the runtime, which this module must not
+
+        check_env_args(self.env, self.env_args)
+        return self
+
 
 C = TypeVar("C", bound=Config)
+
+
+def overlay(cfg: C, **values: Any) -> C:
+    """A copy of `cfg` with `values` set by the program, not the user: `given` and `unused_keys` still see only
+    what the user set."""
+    copy = cfg.model_copy(update=values)
+    copy.__pydantic_fields_set__ = set(cfg.model_fields_set)
+    return copy
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -68,7 +112,11 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: list[st
     data = deep_merge(base or {}, data)
     data = deep_merge(data, {k: v for k, v in explicit.items() if v is not None})
     data = deep_merge(data, parse_overrides(overrides or []))
-    return validate(cls, data)
+    cfg = validate(cls, data)
+    unused = cfg.unused_keys()
+    if unused:
+        raise ConfigError(f"invalid {cls.__name__}:\n  " + "\n  ".join(unused))
+    return cfg
 
 
 def validate(cls: type[C], data: dict[str, Any]) -> C:
@@ -80,6 +128,8 @@ def validate(cls: type[C], data: dict[str, Any]) -> C:
             key = ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
                 lines.append(f"unknown key {key!r}; valid keys: {', '.join(_valid_keys(cls, err['loc'][:-1]))}")
+            elif not key:  # a check of the whole config: its message says what is wrong
+                lines.append(str(err.get("ctx", {}).get("error", err["msg"])))
             else:
                 lines.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
         raise ConfigError(f"invalid {cls.__name__}:\n  " + "\n  ".join(lines)) from None
@@ -106,3 +156,20 @@ def diff_configs(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list
         elif va != vb:
             out.append(f"{prefix}{k}: {va!r} → {vb!r}")
     return out
+
+
+def fields_help(cls: type[BaseModel], prefix: str = "", skip: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    """(key, default, docstring) of every field, nested configs' fields dotted: what `--help` lists."""
+    rows = []
+    for name, field in cls.model_fields.items():
+        if name in skip:
+            continue
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            rows += fields_help(ann, f"{prefix}{name}.")
+            continue
+        default = field.get_default(call_default_factory=True)
+        rows.append((f"{prefix}{name}", yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("..."
+                                                                                                           ).strip(),
+                     " ".join((field.description or "").split())))
+    return rows

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from .atomic import atomic_write_json, atomic_write_text
-from .config import Config, ConfigError
+from .config import EnvConfig, overlay
 from .device import Device
 from .envs import make_env
 from .evaluation.families import evaluate
@@ -27,44 +27,52 @@ from .train.sft import SFTConfig, train_sft
 from .ui import console, eval_table
 
 
-class RunConfig(Config):
-    env: str = "tool_use"
-    """Environment name, used by every stage."""
-    policy: str | None = None
-    """The model the ladder starts from (SFT's `policy`: tiny, a preset such as smollm2-135m, a model directory, a
-    .gguf file or a Hub id); None: `sft.policy`. Giving both, different, is an error."""
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the environment, used by every stage."""
-    seed: int = 0
-    """Seed for every stage."""
+class RunConfig(EnvConfig):
+    """`agentic-rl run`: the whole ladder, one env, model, seed and device for every stage."""
+
+    policy: str = "tiny"
+    """The model the ladder starts from: tiny (built here), a preset such as smollm2-135m, a model directory, a
+    .gguf file or a Hub id."""
     device: Device = "auto"
     """Where every stage trains and evaluates: `auto` (the CUDA GPU when torch sees one, else the CPU), cpu, cuda."""
     eval_tasks: int = 200
-    """Held-out tasks for the final comparison of teacher, SFT and GRPO."""
+    """Held-out tasks for the final comparison of the prompted model, the noisy teacher, SFT and GRPO."""
     eval_temperature: float = 1.0
     """Sampling temperature of the final comparison."""
     greedy_eval: bool = True
     """Also run the SFT and GRPO policies greedily (temperature 0) on the same tasks: `stages.<s>.greedy`. Sampled,
-    a small policy fails on the tail of its distribution; greedy shows whether its most likely action is right (on
-    tool_use, seed 0, the SFT policy: 0.645 sampled, 0.89 greedy, noisy teacher 0.76; with AdamW, 0.545 / 0.86).
-    verl validates greedily by default."""
+    a small policy fails on the tail of its distribution; greedy shows whether its most likely action is right (verl
+    validates greedily by default)."""
     robustness_tasks: int = 50
     """Held-out tasks for each robustness condition (3 fault rates, 4 prompt perturbations) of the comparison."""
     probe_tasks: int = 3
     """Held-out tasks to try every exploit probe on, where the env has probes (0: skip)."""
     sft: SFTConfig = Field(default_factory=SFTConfig)
-    """The SFT stage (its env, env_args and seed are taken from above)."""
+    """The SFT stage (its env, env_args, seed, device and starting policy are the run's)."""
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
-    """The GRPO stage (its env, env_args, seed and starting policy are taken from above and the SFT stage)."""
+    """The GRPO stage (its env, env_args, seed and device are the run's; it starts from the SFT stage's model)."""
+
+    def stages(self, out: Path) -> tuple[SFTConfig, GRPOConfig]:
+        """The SFT and GRPO stages' configs as the run gives them: its env, env_args, seed and device for both,
+        its policy for SFT, the SFT stage's model for GRPO. What the user set in each stays marked as set."""
+        shared = {"env": self.env, "env_args": self.env_args, "seed": self.seed, "device": self.device}
+        return (overlay(self.sft, **shared, policy=self.policy),
+                overlay(self.grpo, **shared, policy=str(out / "sft" / "model")))
+
+    def unused_keys(self) -> list[str]:
+        out = []
+        for name, stage in zip(("sft", "grpo"), self.stages(Path("."))):
+            out += [f"{name}.{line}" for line in stage.unused_keys()]
+            for key in stage.given(*SHARED):
+                out.append(f"{name}.policy: GRPO starts from the SFT stage's model, so grpo.policy= would be "
+                           "overwritten" if (name, key) == ("grpo", "policy") else
+                           f"{name}.{key}: the run sets every stage's {key}, so {name}.{key}= would be overwritten; "
+                           f"give {key}= instead")
+        return out
 
 
-def starting_policy(cfg: RunConfig) -> str:
-    """The model SFT starts from: `policy`, or `sft.policy`; both given and different is a ConfigError."""
-    if cfg.policy is None:
-        return cfg.sft.policy
-    if cfg.sft.policy not in ("tiny", cfg.policy):
-        raise ConfigError(f"policy={cfg.policy} and sft.policy={cfg.sft.policy} disagree; give one of them")
-    return cfg.policy
+# The keys every stage takes from the run.
+SHARED = ("env", "env_args", "seed", "device", "policy")
 
 
 # The budget of a ladder that starts from a pretrained model instead of the tiny one (which the field defaults are
@@ -90,7 +98,7 @@ def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | N
 
     cfg = load_config(RunConfig, path, overrides, env=env)
     base = dict(ENVS[cfg.env].run_defaults) if cfg.env in ENVS else {}
-    return deep_merge(base, PRETRAINED_RUN_DEFAULTS) if starting_policy(cfg) != "tiny" else base
+    return deep_merge(base, PRETRAINED_RUN_DEFAULTS) if cfg.policy != "tiny" else base
 
 
 def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
@@ -98,9 +106,7 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", cfg.to_yaml())
-    shared = {"env": cfg.env, "env_args": cfg.env_args, "seed": cfg.seed, "device": cfg.device}
-    sft_cfg = cfg.sft.model_copy(update={**shared, "policy": starting_policy(cfg)})
-    grpo_cfg = cfg.grpo.model_copy(update={**shared, "policy": str(out / "sft" / "model")})
+    sft_cfg, grpo_cfg = cfg.stages(out)
 
     sft_summary = _stage(out / "sft", lambda r: train_sft(sft_cfg, out / "sft", resume=r), resume)
     grpo_summary = _stage(out / "grpo", lambda r: train_grpo(grpo_cfg, out / "grpo", resume=r), resume)
@@ -128,8 +134,9 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     env_factory = lambda **kw: make_env(cfg.env, **{**cfg.env_args, **kw})
     env = env_factory()
     tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
-    sampling = SamplingConfig(cfg.eval_temperature, cfg.grpo.max_new_tokens)
-    policy = starting_policy(cfg)
+    turn_tokens = cfg.grpo.max_new_tokens or env.max_new_tokens
+    sampling = SamplingConfig(cfg.eval_temperature, turn_tokens)
+    policy = cfg.policy
     start = out / "sft" / "init" if policy == "tiny" else policy  # the model SFT started from
     dev = cfg.device
     policies = {"prompted": HFPolicy(start, sampling, device=dev),
@@ -149,7 +156,7 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
         save_jsonl(trajs, out / "eval" / f"{name}.jsonl")
         stages[name] = {"eval": summarize(trajs)}
         if cfg.greedy_eval and isinstance(policy, HFPolicy) and name != "prompted":
-            greedy = HFPolicy(policy.path, SamplingConfig(0.0, cfg.grpo.max_new_tokens), model=policy.model,
+            greedy = HFPolicy(policy.path, SamplingConfig(0.0, turn_tokens), model=policy.model,
                               tokenizer=policy.tokenizer)
             with console.status(f"evaluating {name} greedily"):
                 stages[name]["greedy"] = summarize(run_episodes(env_factory, tasks, greedy, seed=cfg.seed))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .base import Env, Message, StepResult, Task, check_env
@@ -11,11 +12,20 @@ from .tool_use import ToolUseEnv
 ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv}
 
 
-def make_env(name: str, **kwargs: Any) -> Env:
-    """Build an env by name; an unknown name is an error that lists the valid ones."""
+def check_env_args(name: str, env_args: dict[str, Any]) -> None:
+    """ValueError, in one line, for an unknown env or an argument its constructor does not take."""
     if name not in ENVS:
         raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENVS))}")
+    params = [p for p in inspect.signature(ENVS[name]).parameters if p not in ("self", "args", "kwargs")]
+    unknown = [k for k in env_args if k not in params]
+    if unknown:
+        raise ValueError(f"env {name} takes no argument {unknown[0]!r}; valid env_args: {', '.join(params)}")
+
+
+def make_env(name: str, **kwargs: Any) -> Env:
+    """Build an env by name; an unknown name or argument is an error that lists the valid ones."""
+    check_env_args(name, kwargs)
     return ENVS[name](**kwargs)
 
 
-__all__ = ["ENVS", "Env", "Message", "StepResult", "Task", "check_env", "make_env"]
+__all__ = ["ENVS", "Env", "Message", "StepResult", "Task", "check_env", "check_env_args", "make_env"]

@@ -55,8 +55,8 @@ class StepResult:
 
     observation: list[Message]  # messages to append to the conversation (empty when the episode ends)
     reward: float  # this turn's reward; the per-turn rewards of an episode sum to its final reward
-    terminated: bool  # the agent gave a final answer
-    truncated: bool  # a limit ended the episode (turn limit)
+    terminated: bool  # the agent ended the episode: a final answer, or a submitting tool (codefix's finish())
+    truncated: bool  # a limit of the env ended the episode (the turn limit; codefix's time per episode)
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -109,6 +109,9 @@ class Env(ABC):
     tokenizer_tasks: ClassVar[int] = 1500
     # `agentic-rl run` settings this env needs by default (a budget that fits), beneath the user's file and options.
     run_defaults: ClassVar[dict[str, Any]] = {}
+    # The most tokens a policy may sample in one assistant turn here, unless a config says otherwise: long enough for
+    # every turn the teacher demonstrates.
+    max_new_tokens: ClassVar[int] = 96
 
     # Whether Task.reference is this env's solution in tool calls (tool_use), so evaluation can score tool choice,
     # arguments and restraint against it; codefix has no single reference sequence.

@@ -14,9 +14,9 @@ memory of the training tasks — which is the behaviour the env exists to teach.
 model learns "Beijing → sunny" from its demonstrations instead of reading the observation, and fails on every
 held-out city.)
 
-Transient faults: each of the first two tool calls of an episode fails with probability `fault_rate`
-("error: service unavailable, try again"), decided by a hash of (task id, call index) so the same trajectory
-always gets the same observations. The right move is to call again.
+Transient faults: each tool call fails with probability `fault_rate` ("error: service unavailable, try again"), at
+most MAX_FAULTS (2) times per episode, decided by a hash of (task id, call index) so the same trajectory always gets
+the same observations. The right move is to call again.
 
 Reward (per turn; the episode reward is their sum):
     r = 1[final answer correct]
@@ -91,9 +91,8 @@ _SUFFIX = ["Industries", "Labs", "Works", "Group", "Foundry", "Systems"]
 
 def _entities(n: int = 1000) -> dict[str, dict[str, Any]]:
     """Synthetic companies, so the facts cannot have been memorised by any pretrained model. Enough of them that a
-    learner cannot memorise the train split's facts either: with 300 (241 in train) the tiny policy answered train
-    entities' questions from memory and did not learn to read the search result (greedy search success 0.77 on
-    train tasks, 0.42 held out)."""
+    learner cannot memorise the train split's facts either: with too few, the tiny policy answers train entities'
+    questions from memory instead of learning to read the search result (docs/design-notes.md#tool_use-task-mix)."""
     rng = random.Random(1234)
     out: dict[str, dict[str, Any]] = {}
     while len(out) < n:
@@ -109,8 +108,7 @@ ENTITIES = _entities()
 WORDS = ["apple", "river", "stone", "cloud", "tiger", "lamp", "garden", "silver", "rocket", "piano", "maple", "ocean",
          "violet", "window", "candle", "forest", "harbor", "pepper", "saddle", "tunnel", "苹果", "河流", "石头", "月亮"]
 # Made-up words too (every two-syllable one), so "repeat the word X" has enough distinct tasks for its share of the
-# mix — with 24 words the train split held 175 trivial tasks in 3,000 (KIND_WEIGHTS asks for ~460) — and a held-out
-# word is one the policy must copy, not recall.
+# mix (KIND_WEIGHTS) and a held-out word is one the policy must copy, not recall.
 WORDS += sorted({a + b for a in _SYL for b in _SYL} - set(WORDS))
 
 
@@ -229,8 +227,8 @@ class _Draw:
     @property
     def identity(self) -> str:
         """What makes two draws the same task. A weather question asked on another day has another answer, so it is
-        another task; keyed on the prompt alone, the few distinct weather prompts (cities × templates) were drawn
-        once each and KIND_WEIGHTS' share of weather tasks collapsed (65 of 3,000 train tasks instead of ~460)."""
+        another task; keyed on the prompt alone, the few distinct weather prompts (cities × templates) would each be
+        drawn once, far below KIND_WEIGHTS' share of weather tasks."""
         return f"{self.prompt}\x00day {self.day}" if self.kind in WEATHER_KINDS else self.prompt
 
 

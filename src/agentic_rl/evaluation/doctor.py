@@ -1,7 +1,7 @@
 """`agentic-rl doctor`: the seed's §8 ("when not to do agentic RL") as checks with a verdict and one next step each.
 
 Before training, the prompt, the tool schemas, the agent loop, an eval set and a verifiable reward must be right.
-Each check returns PASS, WARN or FAIL with what was measured and the concrete next step; any FAIL makes the command
+Each check returns PASS, WARN or FAIL with what it found and the concrete next step; any FAIL makes the command
 exit non-zero, so it can gate a training job in CI.
 """
 
@@ -170,7 +170,7 @@ def check_grpo_signal(trajs: list[Trajectory], group: int, temperature: float) -
 
 def check_turn_limit(teacher: list[Trajectory], policy: Policy) -> Check | None:
     """The teacher's turns, in the policy's tokens, must fit the policy's per-turn sampling limit: a turn the
-    sampler cuts off is a broken action however good the policy is (codefix's edit_file calls run to ~150 tokens)."""
+    sampler cuts off is a broken action however good the policy is (codefix's edit_file calls are long turns)."""
     renderer, sampling = getattr(policy, "renderer", None), getattr(policy, "sampling", None)
     if renderer is None or sampling is None:
         return None
@@ -191,11 +191,12 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int = 20, group: int = 4,
-               temperature: float = 1.0) -> list[Check]:
+               temperature: float = 1.0, seed: int = 0) -> list[Check]:
+    """Every check for the env built by `factory` (and `policy`'s, when one is given), on `n` held-out tasks."""
     env = factory()
-    tasks = env.tasks("eval", n, 0)
-    teacher = run_episodes(factory, tasks, TeacherPolicy(), seed=0)
-    random_ = run_episodes(factory, tasks, RandomPolicy(), seed=0)
+    tasks = env.tasks("eval", n, seed)
+    teacher = run_episodes(factory, tasks, TeacherPolicy(), seed=seed)
+    random_ = run_episodes(factory, tasks, RandomPolicy(), seed=seed)
     checks = [check_tool_schemas(env), check_agent_loop(factory, tasks[: min(5, n)]), check_teacher(teacher),
               check_determinism(factory, tasks, teacher), check_discrimination(teacher, random_),
               check_splits(factory, 4 * n)]
@@ -207,7 +208,7 @@ def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int 
                         "; ".join(problems[:3]) if problems else "reset/step/types/teacher hold",
                         "fix what check_env lists" if problems else ""))
     if policy is not None:
-        sampled = run_episodes(factory, tasks, policy, group_size=group, seed=0)
+        sampled = run_episodes(factory, tasks, policy, group_size=group, seed=seed)
         eos = getattr(getattr(policy, "renderer", None), "eos_id", None)
         checks += [check_parse_rate(sampled, env, eos), check_beats_random(sampled, random_),
                    check_grpo_signal(sampled, group, temperature)]

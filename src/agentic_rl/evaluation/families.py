@@ -1,4 +1,4 @@
-"""`agentic-rl eval`: a policy on the held-out split, measured in the six families of agent evaluation.
+"""`agentic-rl eval`: a policy on the held-out split, scored in the six families of agent evaluation.
 
   final_answer  success rate, pass@k and pass^k (all k attempts succeed, as in τ-bench), mean reward
   tool_calling  valid-call rate, right-tool rate and argument accuracy against the reference solution, restraint
@@ -7,11 +7,11 @@
   cost          generated and prompt tokens, tool calls and wall seconds, per episode and per success
   regression    this run against a baseline JSON (`compare`): every metric that got worse beyond its interval
 
-Every measured metric is a ratio of sums over episodes, Σ num / Σ den (a rate: den counts the episodes it applies
-to; a per-episode mean: den = 1 each), so one bootstrap serves all of them: tasks are resampled with replacement
-(an episode's k samples stay together, since they share a task) and the 2.5th and 97.5th percentiles of the
-resampled ratios are the 95 % interval. A metric with nothing to measure (restraint on an env without tool-free
-tasks) has value null; a run with one task has no interval.
+Every metric but the wall-clock ones is a ratio of sums over episodes, Σ num / Σ den (a rate: den counts the episodes it
+applies to; a per-episode mean: den = 1 each), so one bootstrap serves all of them: tasks are resampled with replacement
+(an episode's k samples stay together, since they share a task) and the 2.5th and 97.5th percentiles of the resampled
+ratios are the 95 % interval. A metric with nothing to measure (restraint on an env without tool-free tasks) has value
+null; a run with one task has no interval.
 
 The JSON schema (`SCHEMA`, documented in README): {"schema", "env", "policy", "split", "tasks", "k", "seed",
 "temperature", "wall_seconds", "families", "overall": {family: {metric: {"value", "ci95", "n", "better"}}},
@@ -155,7 +155,7 @@ def episode_facts(t: Trajectory, task: Task, env: Env, renderer: Renderer | None
     stopped = t.outcome == "ok"
     f["premature_stop_rate"] = (float(stopped and not t.success and (known is None or t.n_turns <= known)), 1.0)
     if known is not None:
-        # a call after the answer was known, other than the call that ended the episode (codefix's finish())
+        # a call once the answer is known, other than the call that ended the episode (codefix's finish())
         ended_by_call = stopped and bool(calls) and calls[-1][0] == t.n_turns
         after = [c for c in (calls[:-1] if ended_by_call else calls) if c[0] > known]
         f["overdue_stop_rate"] = (float(bool(after)), 1.0)
@@ -180,7 +180,7 @@ def _tokens(t: Trajectory, renderer: Renderer | None) -> tuple[int | None, int |
 
 
 def fault_facts(t: Trajectory) -> dict[str, tuple[float, float]]:
-    """Recovery: did an episode that met a fault succeed; and was each fault answered by the same tool again."""
+    """Recovery: whether an episode that met a fault succeeded, and how many faults the same tool answered next."""
     turns = t.info.get("turn_info") or []
     faults = [i for i, x in enumerate(turns) if x.get("fault")]
     if not faults:
@@ -224,7 +224,7 @@ def aggregate(rows: Sequence[tuple[int, dict[str, tuple[float, float]]]], seed: 
 
 
 def _families(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Metric values → {family: {metric: {..., "better"}}}; every metric listed, null where nothing was measured."""
+    """Metric values → {family: {metric: {..., "better"}}}; every metric listed, null where no episode counts."""
     out: dict[str, dict[str, Any]] = {f: {} for f in FAMILIES if f != "regression"}
     for m in METRICS:
         v = values.get(m.name, {"value": None, "ci95": None, "n": 0})

@@ -1,4 +1,5 @@
-"""Summary metrics over a set of trajectories (the evaluation issue extends these to six families)."""
+"""Summary metrics over a set of trajectories, for training-time evaluation (`families.py` is the full, six-family
+evaluation)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def summarize(trajs: Sequence[Trajectory]) -> dict[str, Any]:
         "truncation_rate": sum(t.outcome == "truncated" for t in trajs) / max(n, 1),
         # recovery: of the episodes that met a transient tool fault, the share that still succeeded
         "recovery_rate": _share([t.success for t in scored if t.info.get("faults", 0) > 0]),
-        # correct stop: a correct final answer, given neither before the needed calls nor after needless ones
+        # correct stop: a success without tool calls beyond the reference solution's (the env's `extra_calls`)
         "correct_stop_rate": sum(t.success and t.info.get("extra_calls", 0) == 0 for t in scored) / k,
         "infra_failures": n - len(scored),
     }

@@ -1,4 +1,5 @@
-"""Policies by spec: a model (directory, .gguf, Hub id, preset), `tiny`, `teacher`, `noisy-teacher`, `random`, `script:FILE`."""
+"""Policies by spec: a model (directory, .gguf, Hub id, preset), `tiny`, `teacher`, `noisy-teacher`, `random`,
+`script:FILE`."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The format is the Hermes / Qwen convention: a turn is either exactly one
 `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (whitespace around it allowed) or a final answer
-in plain text. Everything else is a `ParseError` whose `kind` says what was wrong; the environment turns it
+in plain text. Everything else is a `ParseError` whose `kind` names the problem; the environment turns it
 into an error observation so the agent can recover, and the trainer never sees an exception.
 """
 

@@ -145,8 +145,8 @@ class Renderer:
         what is new; `render` of the whole conversation checks the result once the episode ends.
 
         Renders from the last assistant turn on, not the whole conversation, so a turn costs the same however long
-        the episode has grown (rendering everything twice per turn was 2.6 % of the 8-turn case of
-        benchmarks/multiturn_scaling.py, and grows with the episode). Templates that look further back — one that
+        the episode has grown (rendering everything twice per turn grows with the episode:
+        docs/design-notes.md#incremental-rendering). Templates that look further back — one that
         raises unless a user turn comes first, or renders a message by its position — get the whole conversation:
         the first SUFFIX_CHECKS continuations of a renderer are compared with it, and one difference is enough."""
         last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")

@@ -1,9 +1,11 @@
 """The agent loop: run many episodes at once (tasks × G samples) and record each as a Trajectory.
 
 Each turn, every running episode gets one assistant turn from the policy (batched), the env steps on it, and the
-observation is appended. An episode ends on its own: final answer (terminated), turn limit or token limit
-(truncated), an exception inside the env (env_error) or its wall-clock budget (timeout). A failed episode is data:
-it is recorded with its outcome, never raised into the trainer.
+observation is appended. An episode ends on its own, with one of four outcomes: `ok` when the env terminates it (a
+final answer, or a submitting tool such as codefix's finish()); `truncated` when the env's own limit ends it (the
+turn limit, codefix's time per episode) or the policy's turn is cut by a token limit; `env_error` when the env
+raises (an infrastructure error from a tool included); `timeout` when it runs past `episode_timeout_s`, if given,
+checked after each turn. A failed episode is data: it is recorded with its outcome, never raised into the trainer.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ TURN_KEYS = ("parsed", "tool", "fault", "stuck", "parse_error")
 
 def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: Policy, group_size: int = 1,
                  seed: int = 0, episode_timeout_s: float | None = None) -> list[Trajectory]:
-    """Run `group_size` episodes of every task; return the trajectories grouped by task, samples in order."""
+    """Run `group_size` episodes of every task; return the trajectories grouped by task, samples in order.
+
+    episode_timeout_s: wall-clock seconds an episode may run, counted from the start of this call (None: no limit)."""
     if group_size < 1:
         raise ValueError(f"group_size must be ≥ 1, got {group_size}")
     ep_tasks = [t for t in tasks for _ in range(group_size)]

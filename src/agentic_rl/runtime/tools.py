@@ -12,10 +12,9 @@ import jsonschema
 from transformers.utils import get_json_schema
 
 # JSON that the policy reads or writes (tool schemas in the system prompt, tool calls, structured tool results) has
-# no spaces after "," and ":". A space is a token of its own for the tiny policy's tokenizer (models/tiny/tokenizer.py), so
-# on tool_use this cut the system prompt from 461 to 335 tokens and a demonstration from 547 to 409 on average:
-# the first 150 SFT steps 17 % faster, held-out success unchanged beyond noise (README, "Compact JSON"). Any JSON
-# parser reads it the same.
+# no spaces after "," and ":". A space is a token of its own for the tiny policy's tokenizer
+# (models/tiny/tokenizer.py), so compact JSON makes prompts and demonstrations markedly shorter and SFT faster, at
+# no cost in what the policy learns (docs/design-notes.md#compact-json). Any JSON parser reads it the same.
 JSON_SEPARATORS = (",", ":")
 
 
@@ -35,7 +34,7 @@ class InfrastructureError(RuntimeError):
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What one tool call gave back to the agent: text, and whether it was an error."""
+    """What one tool call gives back to the agent: text, and whether it is an error."""
 
     content: str
     ok: bool

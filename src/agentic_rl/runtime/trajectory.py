@@ -32,7 +32,7 @@ class Trajectory:
     turn_rewards: list[float]  # one per assistant turn; they sum to `reward`
     reward: float
     outcome: Outcome
-    success: bool  # the final answer was correct (the env's verifiable check)
+    success: bool  # the env's verifiable check passed (a correct answer, a fix that passes the tests); False unless ok
     info: dict[str, Any] = field(default_factory=dict)  # env counters (tool_calls, faults, invalid) and errors
     ids: list[int] | None = None  # the whole conversation's token ids, the assistant's exactly as sampled
     mask: list[int] | None = None  # 1 on tokens the policy generated, 0 on system / user / tool tokens

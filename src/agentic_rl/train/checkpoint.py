@@ -1,7 +1,9 @@
-"""Checkpoints and model directories, written atomically: a temp directory, then one rename, then a pointer file.
+"""Checkpoints and model directories: each written whole into a temporary directory, then renamed into place.
 
-A run killed at any moment leaves either the previous checkpoint or the new one, never half of one. `LATEST`
-names the newest complete checkpoint; older ones are removed after the pointer moves.
+A checkpoint is a `step-N` directory under `checkpoints/` (the model or LoRA adapter, the tokenizer, `trainer_state.pt`
+and the run's `config.yaml`); the pointer file `LATEST` names the newest complete one and moves only after it is in
+place, and older ones are removed after that, so a run killed at any moment resumes from a whole checkpoint. A model
+directory (a stage's `model/`, GRPO's `best/`) is a plain Hugging Face directory that replaces the previous one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ def save_model_dir(model: Any, tokenizer: Any, dest: str | Path, extra: dict[str
                 (tmp / name).write_text(obj, encoding="utf-8")
             else:
                 torch.save(obj, tmp / name)
-        if dest.exists():  # replace: move the old one aside first so a crash never leaves no directory at all
+        # A rename cannot replace a non-empty directory: the old one moves aside first (between the two renames,
+        # only `.NAME.old` holds a model), then is removed.
+        if dest.exists():
             old = dest.with_name(f".{dest.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(dest, old)
@@ -45,7 +49,8 @@ def save_model_dir(model: Any, tokenizer: Any, dest: str | Path, extra: dict[str
 
 def save_checkpoint(run_dir: str | Path, step: int, model: Any, tokenizer: Any, state: dict[str, Any],
                     config_yaml: str, keep: int = 1) -> Path:
-    """Write `checkpoints/step-N` atomically, point `LATEST` at it, then prune all but the newest `keep`."""
+    """Write checkpoint `step-N` under `checkpoints/` atomically, point `LATEST` at it, then prune all but the
+    newest `keep`."""
     ckpts = Path(run_dir) / "checkpoints"
     dest = save_model_dir(model, tokenizer, ckpts / f"step-{step:07d}",
                           extra={"trainer_state.pt": state, "config.yaml": config_yaml})

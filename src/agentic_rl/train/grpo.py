@@ -18,7 +18,7 @@ import torch
 from pydantic import Field
 
 from ..atomic import atomic_write_json
-from ..config import Config
+from ..config import EnvConfig, overlay
 from ..device import Device, Precision, autocast, resolve_precision
 from ..envs import make_env
 from ..envs.base import stable_hash
@@ -36,35 +36,30 @@ from .tracking import Reporter, ReportTo
 
 
 class LogprobMismatchError(RuntimeError):
-    """Recomputed logprobs disagree with the sampling logprobs: what was trained is not what was sampled."""
+    """Recomputed logprobs disagree with the sampling logprobs: what would be trained is not what the policy
+    sampled."""
 
 
-class GRPOConfig(Config):
-    env: str = "tool_use"
-    """Environment name."""
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the environment."""
+class GRPOConfig(EnvConfig):
+    """`agentic-rl grpo`: agentic GRPO from `policy` on the env's train tasks."""
+
     policy: str = "runs/sft/model"
     """The starting policy: usually the SFT output directory; any model spec works (a preset, .gguf, Hub id)."""
-    seed: int = 0
-    """Seed for tasks and sampling; the same seed and config give the same run on CPU."""
     steps: int = 25
-    """Optimizer batches (each: sample, score, μ update passes). On tool_use, from the three seeds' SFT models (200
-    held-out tasks, T = 1): 20 steps 0.875 / 0.83 / 0.84, 25 → 0.905 / 0.84 / 0.85, 30 → 0.905 / 0.865 / 0.86,
-    40 → 0.90 / 0.845 / 0.875. 25 keeps `agentic-rl run` inside 15 minutes on a day this machine runs ~15 % slow
-    (40 steps took 987 s on one)."""
+    """Optimizer batches (each: sample, score, μ update passes). 25: on tool_use, more steps gain little, and
+    `agentic-rl run` stays within its time budget (docs/design-notes.md#grpo-defaults)."""
     tasks_per_step: int = 16
-    """B: distinct tasks per step. 16, not 8: on tool_use, from the same three SFT models, held-out success went
-    0.745 → 0.80, 0.615 → 0.665, 0.65 → 0.65 for ~90 s more (rare kinds get twice the groups per step)."""
+    """B: distinct tasks in each step. 16 rather than 8: rare task kinds get twice as many groups in each step, which
+    lifts the success rate on held-out tool_use tasks for a little more time (docs/design-notes.md#grpo-defaults)."""
     group_size: int = 8
     """G: trajectories per task; advantages compare within these groups."""
     temperature: float = 1.0
     """Sampling temperature; the loss uses the same temperature so the ratio compares like with like."""
-    max_new_tokens: int = 96
-    """Most tokens per assistant turn."""
+    max_new_tokens: int | None = None
+    """Most tokens per assistant turn (None: the env's own, `Env.max_new_tokens`)."""
     lr: float = 1e-4
-    """AdamW learning rate (constant). At 3e-4 one of three seeds of `agentic-rl run` collapsed mid-run (tool calls
-    to 0 in one step, success 0.47 → 0.02); at 1e-4 the same SFT model rose to 0.55."""
+    """AdamW learning rate (constant). Higher rates can collapse a run (the policy stops calling tools within a
+    step); see docs/design-notes.md#grpo-defaults."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     epsilon_low: float = 0.2
@@ -99,15 +94,14 @@ class GRPOConfig(Config):
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, trajectories sorted
     by length (None: rows alone decide); see logprobs.micro_batches."""
     episode_timeout_s: float | None = Field(None, gt=0)
-    """Wall-clock limit of an episode from the start of its step's sampling, checked after each turn (None: none).
-    An episode over it ends as `timeout`: an infrastructure failure (a hung tool, a stuck sandbox), counted in
-    `infra_excluded` and left out of the loss and of its group's advantages."""
+    """Wall-clock limit of an episode, counted from the start of the sampling round it belongs to and checked after
+    each of its turns (None: none). An episode over it ends as `timeout`: an infrastructure failure (a hung tool, a
+    stuck sandbox), counted in `infra_excluded` and left out of the loss and of its group's advantages."""
     dynamic_sampling: bool = False
     """Drop zero-variance groups and sample more tasks to refill the batch (DAPO), up to `max_resample` rounds.
-    Off by default: on tool_use it moved held-out success by seed 0.745 → 0.78, 0.615 → 0.675, 0.65 → 0.57 (mean
-    0.670 → 0.675) for ~60 s more per run — no reliable gain."""
+    Off by default: on tool_use it costs sampling time without a reliable gain (docs/design-notes.md#grpo-defaults)."""
     max_resample: int = 3
-    """Extra sampling rounds per step with dynamic sampling."""
+    """Extra sampling rounds a step may take with dynamic sampling."""
     zero_variance_patience: int = 5
     """Stop when every group has zero reward variance for this many steps in a row."""
     logprob_tolerance: float | None = None
@@ -129,6 +123,18 @@ class GRPOConfig(Config):
     checkpoint_every: int = 10
     """Save a resumable checkpoint every this many steps."""
 
+    def unused_keys(self) -> list[str]:
+        out = super().unused_keys()
+        if self.finetune != "lora" and self.given("lora"):
+            out += [f"lora.{k}: finetune is {self.finetune}, so lora.{k}= would be ignored; set finetune=lora"
+                    for k in sorted(self.lora.model_fields_set)]
+        for key, needs, active in (("kl_estimator", "beta > 0", self.beta > 0),
+                                   ("gamma", "advantage=turn", self.advantage == "turn"),
+                                   ("max_resample", "dynamic_sampling=true", self.dynamic_sampling)):
+            if not active and self.given(key):
+                out.append(f"{key}: it is used only with {needs}, so {key}= would be ignored")
+        return out
+
 
 def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
@@ -137,6 +143,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     console.print(f"[bold]GRPO[/] → {out}\n{cfg.to_yaml()}")
     env_factory = lambda: make_env(cfg.env, **cfg.env_args)
     env = env_factory()
+    cfg = overlay(cfg, max_new_tokens=cfg.max_new_tokens or env.max_new_tokens)  # the env's turn budget by default
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
     policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens),
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)

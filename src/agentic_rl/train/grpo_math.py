@@ -87,7 +87,7 @@ def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Ten
                       eps_high: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO/GRPO objective to minimise: −min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = exp(logp − old_logp).
 
-    Returns (loss per token, whether the token was clipped). Asymmetric ε (ε_high > ε_low) is DAPO's clip-higher.
+    Returns (loss per token, whether the token is clipped). Asymmetric ε (ε_high > ε_low) is DAPO's clip-higher.
     """
     ratio = torch.exp(logp - old_logp)
     unclipped = ratio * adv

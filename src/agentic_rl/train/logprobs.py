@@ -30,13 +30,13 @@ def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
 def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:
     """Row indices of `seqs` grouped into micro-batches for `sequence_logprobs`, shortest rows first.
 
-    A micro-batch is padded to its longest row, and episodes differ a lot in length (a one-turn answer vs a
-    four-turn recovery), so in arrival order about half of the rows' suffix positions were padding — computed,
-    backpropagated and thrown away. Sorted by length, neighbours pad little. Each micro-batch holds at most
-    `max_rows` rows and, with `max_tokens`, at most that many padded positions beyond the prefix every row shares
-    (which `sequence_logprobs` runs once per micro-batch): many short rows go together, long rows in smaller groups
-    (verl's dynamic batch size does the same). A row longer than the budget gets a micro-batch of its own.
-    The sort is stable, so the grouping is a function of the lengths alone (resumed runs see the same).
+    A micro-batch is padded to its longest row, and episodes differ a lot in length (a one-turn answer vs a four-turn
+    recovery), so in arrival order much of a micro-batch is padding — computed, backpropagated and thrown away
+    (docs/design-notes.md#micro-batches-and-the-shared-prefix). Sorted by length, neighbours pad little. Each
+    micro-batch holds at most `max_rows` rows and, with `max_tokens`, at most that many padded positions beyond the
+    prefix every row shares (which `sequence_logprobs` runs once per micro-batch): many short rows go together, long
+    rows in smaller groups (verl's dynamic batch size does the same). A row longer than the budget gets a micro-batch of
+    its own. The sort is stable, so the grouping is a function of the lengths alone (resumed runs see the same).
     """
     if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
         raise ValueError(f"micro-batch limits must be ≥ 1, got max_rows={max_rows}, max_tokens={max_tokens}")
@@ -57,12 +57,12 @@ def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int 
 class SharedPrefix:
     """The prefix every row of a whole batch shares, run once for all of the batch's micro-batches.
 
-    Per micro-batch, `sequence_logprobs` runs the micro-batch's common prefix (the system prompt) again: on a
-    32-demonstration SFT step in two micro-batches that is a fifth of the step (80 ms per run, measured), and more
-    micro-batches, which would pad less, cost one more run each. Given a SharedPrefix, `sequence_logprobs` attends
-    to its keys and values instead. Their gradients collect on detached copies across the micro-batches'
-    backward passes, and `backward()`, called once after the last of them, sends the sum through the prefix's own
-    graph — the same gradient as running the prefix in every micro-batch (tests/test_logprobs.py checks it).
+    Per micro-batch, `sequence_logprobs` runs the micro-batch's common prefix (the system prompt) again: a sizeable
+    share of a step when the prompt is long, and more micro-batches, which would pad less, cost one more run each. Given
+    a SharedPrefix, `sequence_logprobs` attends to its keys and values instead. Their gradients collect on detached
+    copies across the micro-batches' backward passes, and `backward()`, called once after the last of them, sends the
+    sum through the prefix's own graph — the same gradient as running the prefix in every micro-batch
+    (tests/test_logprobs.py checks it).
     """
 
     def __init__(self, model: Any, seqs: Sequence[Sequence[int]], min_shared: int = 16):

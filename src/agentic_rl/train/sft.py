@@ -1,7 +1,8 @@
 """SFT: imitate demonstrations. L = −Σ_t log Pθ(y_t | y_<t, x) over the agent's own tokens only (seed §2).
 
-Readable top to bottom: config → demonstrations → render (ids + mask) → Muon + AdamW with warmup + cosine, gradient
-clipping and micro-batches → periodic held-out evaluation with the agent loop → atomic checkpoints → summary.
+Readable top to bottom: config → demonstrations → render (ids + mask) → Muon + AdamW with warmup + cosine,
+gradient clipping and micro-batches → periodic held-out evaluation with the agent loop → atomic checkpoints →
+summary.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from pydantic import Field
 
 from ..atomic import atomic_write_json
-from ..config import Config, ConfigError
+from ..config import ConfigError, EnvConfig, overlay
 from ..device import Device, Precision, autocast, resolve_precision
 from ..envs import make_env
 from ..evaluation.summary import evaluate_policy
@@ -33,11 +34,9 @@ from .rundir import prepare_run_dir
 from .tracking import Reporter, ReportTo
 
 
-class SFTConfig(Config):
-    env: str = "tool_use"
-    """Environment name."""
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the environment (tool_use: fault_rate, max_turns)."""
+class SFTConfig(EnvConfig):
+    """`agentic-rl sft`: imitate the env's noisy teacher, starting from `policy`."""
+
     policy: str = "tiny"
     """Starting policy: `tiny` (built here from a config and a locally trained tokenizer), a preset
     (smollm2-135m), a model directory, a .gguf file or a Hub id."""
@@ -47,32 +46,30 @@ class SFTConfig(Config):
     """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
     lora: LoRASettings = Field(default_factory=LoRASettings)
     """The adapter's settings, with `finetune: lora`."""
-    seed: int = 0
-    """Seed for tasks, demonstrations, initialisation, data order and evaluation sampling."""
     demos: int = 3000
     """Number of noisy-teacher demonstration episodes, one per train task."""
     noise: dict[str, float] | None = None
     """Mistake rates of the noisy teacher (None: the env's defaults)."""
     only_successful: bool = False
-    """Keep only demonstrations whose final answer was correct (rejection-sampling SFT)."""
+    """Keep only the demonstrations that succeed (rejection-sampling SFT)."""
     epochs: float = 5.0
-    """Passes over the demonstrations (fractions allowed). On tool_use, seed 0, held-out success at T = 1 kept
-    rising with passes under AdamW: 3 → 0.42, 5 → 0.545, 6 → 0.55 (200 tasks); under Muon 5 → 0.65, 6 → 0.6525
-    (400 tasks). 5 fits `agentic-rl run` in 15 minutes."""
+    """Passes over the demonstrations (fractions allowed). 5: on tool_use the success rate on held-out tasks still
+    rises up to the fifth pass, and `agentic-rl run` stays within its time budget
+    (docs/design-notes.md#sft-defaults)."""
     batch_size: int = 32
     """Demonstrations per optimizer step."""
     micro_batch_size: int = 32
     """At most this many demonstrations per forward/backward; gradients accumulate up to batch_size."""
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, rows sorted by
-    length (None: rows alone decide). One huge forward is slow on CPU, and so is padding: on 32 tool_use demos
-    per step, 0.94 s in 16-row micro-batches in arrival order → 0.70 s with this budget (benchmarks/sft_step.py)."""
+    length (None: rows alone decide). One huge forward is slow on CPU, and so is padding; see
+    logprobs.micro_batches."""
     lr: float = 2e-3
     """Peak learning rate (of AdamW, and of Muon, whose updates are scaled to AdamW's RMS)."""
     optimizer: Literal["adamw", "muon"] = "muon"
     """`muon`: Muon (orthogonalised momentum) on the decoder layers' weight matrices, AdamW on the rest; `adamw`:
-    AdamW on everything. On tool_use, seed 0, 400 held-out tasks at T = 1, the same 470 steps: adamw 0.51, muon 0.65
-    (training loss over the last 25 steps 0.08 → 0.06)."""
+    AdamW on everything. Muon is the default: in the same number of steps it reaches a clearly higher held-out
+    success on tool_use (docs/design-notes.md#sft-defaults)."""
     weight_decay: float = 0.01
     """Decoupled weight decay."""
     warmup_ratio: float = 0.05
@@ -83,31 +80,45 @@ class SFTConfig(Config):
     """Where the model trains: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu` or `cuda`."""
     precision: Precision = "auto"
     """`bf16`: the training forwards' matrix products under bf16 autocast (weights, gradients, optimizer state and
-    the vocabulary projection stay fp32); `auto`: bf16 on a GPU that has it, fp32 on the CPU, where bf16 was no
-    faster over a real run and held 3× the memory (device.py)."""
+    the vocabulary projection stay fp32); `auto`: bf16 on a GPU that has it, fp32 on the CPU, where bf16 gives no
+    speed-up over a whole run and uses more memory (docs/design-notes.md#precision-bf16-on-cpu)."""
     eval_every: int = 100
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100
     """Held-out tasks per evaluation."""
     final_eval_samples: int = Field(4, ge=1)
-    """Episodes of the trained policy per held-out task in the final `eval` (the periodic ones run one each), for the
-    reason `teacher_samples` gives: one sampled episode per task on 100 tasks has a standard error of ~4.5 points.
-    Seed 0's default policy read 0.70 from one episode per task and 0.676 from eight; its twin trained with bf16
-    products, 0.65 and 0.679. Four episodes add ~14 s to the run, eight ~33 s."""
+    """Episodes of the trained policy per held-out task in the final `eval` (the periodic ones run one each): one
+    sampled episode per task gives a noisy estimate of a policy that samples, and a few more cost little
+    (docs/design-notes.md#sft-defaults)."""
     teacher_samples: int = Field(8, ge=1)
-    """Episodes of the noisy teacher per held-out task in `teacher_eval`, each with its own draw of mistakes. Its
-    success rate is an average over its noise, and one draw on 100 tasks has a standard error of ~4 points: on
-    seed 0's 100 held-out tasks one draw gave 0.70, 8 draws 0.77, 40 draws 0.78. Scripted, 8 draws take ~1 s."""
+    """Episodes of the noisy teacher per held-out task in `teacher_eval`, each with its own draw of mistakes: its
+    success rate is an average over its noise, which one draw per task estimates poorly; scripted, the draws are
+    cheap (docs/design-notes.md#sft-defaults)."""
     eval_temperature: float = 1.0
     """Sampling temperature for evaluation (the policy as it samples; 0 for greedy)."""
-    max_new_tokens: int = 96
-    """Most tokens per assistant turn when sampling."""
+    max_new_tokens: int | None = None
+    """Most tokens per assistant turn when sampling (None: the env's own, `Env.max_new_tokens`); demonstrations
+    with a longer turn are refused."""
     report_to: list[ReportTo] = Field(default_factory=list)
     """Also send metrics to these (tensorboard, wandb in offline mode); metrics.jsonl is always written."""
     checkpoint_every: int = 50
     """Save a resumable checkpoint every this many steps."""
     max_steps: int | None = None
     """Stop after this many optimizer steps (None: as many as `epochs` gives)."""
+
+    def unused_keys(self) -> list[str]:
+        out = super().unused_keys()
+        if self.policy != "tiny" and self.given("tiny"):
+            out += [f"tiny.{k}: it sizes the built-in tiny model, but policy={self.policy}, so tiny.{k}= would be "
+                    "ignored" for k in sorted(self.tiny.model_fields_set)]
+        if self.finetune != "lora" and self.given("lora"):
+            out += [f"lora.{k}: finetune is {self.finetune}, so lora.{k}= would be ignored; set finetune=lora"
+                    for k in sorted(self.lora.model_fields_set)]
+        if self.finetune == "lora" and self.optimizer == "muon" and self.given("optimizer"):
+            out.append("optimizer: a LoRA adapter trains with AdamW alone, so optimizer=muon would be ignored")
+        if self.max_steps is not None and self.given("epochs"):
+            out.append(f"epochs: max_steps={self.max_steps} sets the length, so epochs= would be ignored")
+        return out
 
 
 def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
@@ -116,7 +127,8 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
     ckpt = prepare_run_dir(cfg, out, resume)
     console.print(f"[bold]SFT[/] → {out}\n{cfg.to_yaml()}")
     env_factory = lambda: make_env(cfg.env, **cfg.env_args)
-    env = _make_env_checked(env_factory)
+    env = env_factory()
+    cfg = overlay(cfg, max_new_tokens=cfg.max_new_tokens or env.max_new_tokens)  # the env's turn budget by default
 
     # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.
     init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
@@ -221,9 +233,8 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
 def check_turn_budget(data: list[Rendered], max_new_tokens: int) -> None:
     """Refuse demonstrations with an assistant turn longer than the sampler's per-turn limit.
 
-    SFT would teach turns the policy can never finish when it samples: every such turn is cut at the limit. On
-    codefix 29 % of the teacher's edit_file calls (96 to 150 tokens) were longer than the old limit of 96, so
-    those edits could only ever be sampled cut off."""
+    SFT would teach turns the policy can never finish when it samples: every such turn is cut at the limit (codefix's
+    long edit_file calls are the usual case: docs/design-notes.md#codefix-turn-budget)."""
     longest = longest_assistant_turn(data)
     if longest > max_new_tokens:
         raise ConfigError(f"a demonstration has an assistant turn of {longest} tokens (with its end-of-turn token), "
@@ -251,10 +262,3 @@ def build_optimizers(trainee: Trainee, cfg: SFTConfig) -> list[torch.optim.Optim
 
 def _state(opts: list[torch.optim.Optimizer], scheds: list[Any], step: int) -> dict[str, Any]:
     return {"optimizers": [o.state_dict() for o in opts], "schedulers": [s.state_dict() for s in scheds], "step": step}
-
-
-def _make_env_checked(factory: Any) -> Any:
-    try:
-        return factory()
-    except TypeError as e:
-        raise ConfigError(f"bad env_args: {e}") from None

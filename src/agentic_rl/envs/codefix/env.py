@@ -1,4 +1,4 @@
-"""`codefix`: fix a buggy function in a real git repository with list_files / read_file / edit_file / run_test / finish.
+"""`codefix`: fix a buggy function in a real git repository with list_files, read_file, edit_file, run_test, finish.
 
 Each episode gets a fresh git repository (one commit) holding one corpus module with an injected bug and its visible
 tests; hidden tests stay with the env. All code runs in the sandbox (`sandbox.py`); grading is `grading.py`.
@@ -6,18 +6,18 @@ tests; hidden tests stay with the env. All code runs in the sandbox (`sandbox.py
 Reward (per turn; the episode reward is their sum):
     r_finish = fraction of the *hidden* tests that pass after grading, given on finish() (or a final answer);
                0 if grading caught tampering (pytest reporting passes the values contradict);
-               no finish by the turn limit → no test credit (the agent did not submit)
+               no finish by the turn limit or the episode's time → no test credit (the agent did not submit)
     penalty  = STEP_COST × (turns beyond FREE_TURNS) + LOOP_COST × (stuck events), capped at MAX_PENALTY in total
 Why hidden tests only: any credit for the visible tests is credit an agent can take by hard-coding their expected
-outputs, which no grader can tell from a fix in general. With visible + hidden counted, `probe-hacks` measured
-hard-coding at 0.89 against 0.50 for leaving the bug; paying hidden tests only, it earns exactly the no-op. The
-visible tests remain the agent's feedback (`run_test`), and `info` reports them (`visible_passed`, `pass_fraction`
-over visible + hidden) for evaluation.
+outputs, which no grader can tell from a fix in general; paying hidden tests only, hard-coding earns exactly what
+leaving the bug does (`agentic-rl probe-hacks`; docs/design-notes.md#codefix-reward-hidden-tests-only). The visible
+tests remain the agent's feedback (`run_test`), and `info` reports them (`visible_passed`, `pass_fraction` over
+visible + hidden) for evaluation only.
 Transient faults (off by default; `fault_rate` for robustness evaluation): a tool call other than finish may get
 "error: service unavailable, try again" instead of running — at most MAX_FAULTS per episode, decided by a hash of
 (task id, turn); faulted turns are neither penalised nor stuck events.
 The stuck detector counts a turn as stuck when it repeats an earlier action that got the same observation, re-reads
-a file that has not changed since it was last read, or closes an A-B-A-B alternation of actions.
+a file that has not changed since its last read, or closes an A-B-A-B alternation of actions.
 Calibrated on the seed's three trajectories (`tests/test_codefix.py`, a module with 10 hidden tests): A read → edit
 → test → finish with 10/10 = 1.0; B careless edits with 3/10 = 0.3; C reads the file 50 times = −0.2.
 """
@@ -62,22 +62,23 @@ class CodeFixEnv(Env):
     default_noise: ClassVar[dict[str, float]] = {"skip_read": 0.2, "skip_test": 0.3, "wrong_fix": 0.15,
                                                  "no_finish": 0.05, "reread": 0.2}
     tokenizer_tasks: ClassVar[int] = 200
-    # Episodes run real (sandboxed) tests and are ~1,000 tokens long: a smaller budget than tool_use's. Micro-batches
-    # by row count alone (`micro_batch_tokens: None`): tool_use's 2,048-token budget would hold one or two of these
-    # rows per micro-batch (not measured on codefix).
-    # max_new_tokens: the teacher's edit_file calls run to ~150 tokens (the tiny tokenizer spends one per
-    # indentation space); at 96, 29 % of them could not be sampled whole.
-    # greedy_eval off: the greedy re-evaluation of the SFT and GRPO models costs ~1 min each here (61 s for the SFT
-    # model's 40 tasks, measured) of the run's 20-minute budget, and this tiny policy solves none either way.
-    # teacher_samples 1: each noisy-teacher episode runs real tests (166 ms, benchmarks/codefix_env.py); tool_use's 8
-    # draws per task would add ~25 s to a run already at its budget.
+    # `agentic-rl run` defaults for codefix (docs/design-notes.md#codefix-run-defaults). Episodes run real
+    # (sandboxed) tests and are long: a smaller budget than tool_use's. Micro-batches by row count alone
+    # (`micro_batch_tokens: None`): tool_use's 2,048-token budget would hold only a row or two of these.
+    # greedy_eval off: a greedy re-evaluation of each model costs a large share of the run's budget here, and the
+    # tiny policy solves no codefix task either way.
+    # teacher_samples 1: each noisy-teacher episode runs real tests, so tool_use's several draws per task would not
+    # fit the run's budget.
     run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 40, "robustness_tasks": 20, "greedy_eval": False,
         "sft": {"demos": 400, "epochs": 2.0, "batch_size": 16, "micro_batch_size": 8, "micro_batch_tokens": None,
-                "eval_every": 0, "eval_tasks": 20, "max_new_tokens": 192, "teacher_samples": 1},
+                "eval_every": 0, "eval_tasks": 20, "teacher_samples": 1},
         "grpo": {"steps": 10, "tasks_per_step": 4, "group_size": 4, "eval_every": 0, "eval_tasks": 20,
-                 "max_new_tokens": 192, "micro_batch_size": 4, "micro_batch_tokens": None},
+                 "micro_batch_size": 4, "micro_batch_tokens": None},
     }
+    # The teacher's edit_file calls are long (the tiny tokenizer spends a token per indentation space), and a turn the
+    # sampler cuts off can never be imitated whole (docs/design-notes.md#codefix-turn-budget).
+    max_new_tokens: ClassVar[int] = 192
 
     def __init__(self, max_turns: int = 12, limits: Limits | None = None, modules: list[Module] | None = None,
                  fault_rate: float = 0.0, episode_seconds: float = 120.0):
@@ -342,7 +343,7 @@ class CodeFixEnv(Env):
         name = task.get("module")
         if messages[-1]["role"] == "tool" and messages[-1]["content"] == FAULT_TEXT:
             return _call_text(messages[-2])  # a transient fault: the same call again
-        # the plan's progress: assistant turns whose call ran (a faulted call is retried, not counted)
+        # the plan's progress: assistant turns whose call ran (a faulted call is made again, not counted)
         done = [m for i, m in enumerate(messages) if m["role"] == "assistant"
                 and not (i + 1 < len(messages) and messages[i + 1]["content"] == FAULT_TEXT)]
         calls = [_call_name(m) for m in done]

@@ -1,6 +1,6 @@
 """Reading and removing agent-made files without blocking, following links or running out of memory.
 
-Everything under a workspace was written by untrusted code. The trusted side touches it only through these
+Everything under a workspace is written by untrusted code. The trusted side touches it only through these
 functions: a walk that never follows links and stops at a count, a read that opens only regular files (never
 waiting on a FIFO, never following a final symlink) and stops at a size, and a removal that copes with any depth.
 """

@@ -1,18 +1,20 @@
 """Grading the agent cannot forge.
 
 1. A fresh copy of the task's pristine repository gets only the agent's changes to non-test Python source files.
-   Test files come back as they were; new conftest.py, pytest.ini, pyproject.toml, setup.cfg, tox.ini, `.pth`,
-   sitecustomize.py, usercustomize.py and every non-`.py` file (a forged `__pycache__/*.pyc` among them) are dropped.
+   Test files come back as they were; new conftest.py, pytest.ini, pyproject.toml, setup.cfg, setup.py, tox.ini,
+   `.pth`, sitecustomize.py, usercustomize.py and every non-`.py` file (a forged `__pycache__/*.pyc` among them) are
+   dropped.
 2. Visible tests run under pytest in the sandbox with `--noconftest -p no:cacheprovider -o addopts=""`, plugin
    autoloading off, and junit output. Every expected test id must be in the junit file, and the exit code, the
-   junit counts and the ids must agree; if they do not, the visible score is 0 (someone tampered with the run).
-   The same visible cases are also checked by value, as below: a test counts only if both say it passed, and a
-   pass that the values contradict zeroes the visible score.
-3. Hidden tests (and the value check of the visible ones) never run inside pytest: code running in the pytest process can forge its results (a module-level
-   monkeypatch of `_pytest.reports.TestReport` reports "passed" even under `--noconftest` with junit). A child in
-   the sandbox imports the candidate module, evaluates each hidden expression and prints the *values*, encoded by
-   a strict function that accepts only plain data (`type(x) is int`, not isinstance: an int subclass with a lying
-   `__eq__` does not pass); the trusted parent compares them with the expected values, which never leave it.
+   junit counts and the ids must agree; if they do not, every visible test counts as failed. The same visible
+   cases are also checked by value, as below: a test counts only if both say it passed, and a pass that the values
+   contradict marks the grade `tampered`: no visible test counts, and the env pays 0 (`Grade.reward`).
+3. Hidden tests (and the value check of the visible ones) never run inside pytest: code running in the pytest
+   process can forge its results (a module-level monkeypatch of `_pytest.reports.TestReport` reports "passed" even
+   under `--noconftest` with junit). A child in the sandbox imports the candidate module, evaluates each expression
+   and prints the *values*, encoded by a strict function that accepts only plain data (`type(x) is int`, not
+   isinstance: an int subclass with a lying `__eq__` does not pass); the trusted parent compares them with the
+   expected values, which never leave it.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ class Grade:
 
     @property
     def reward(self) -> float:
-        """What the env pays: the hidden pass fraction, 0 when the run was tampered with (see env.py for why)."""
+        """What the env pays: the hidden pass fraction; 0 when grading caught tampering or the module has no hidden
+        tests (env.py says why hidden tests only)."""
         return 0.0 if self.tampered or not self.hidden_total else self.hidden_passed / self.hidden_total
 
     @property
@@ -120,7 +123,7 @@ def is_test_or_config(rel: str) -> bool:
 
 
 def grading_copy(module: Module, source: str, agent_files: dict[str, bytes], root: Path) -> list[str]:
-    """Write pristine + the agent's non-test source changes into `root`; return notes on what was dropped.
+    """Write pristine + the agent's non-test source changes into `root`; return notes on what it dropped.
     A path that cannot be written as given (under a pristine file, say) is dropped with a note, never an error."""
     notes = []
     pristine = pristine_files(module, source)
@@ -179,7 +182,7 @@ def run_values(module: Module, cases: tuple, sandbox: Sandbox, seconds_per_case:
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith(marker)]
     if not lines:
         return none, [f"value check: no result ({res.outcome})"]
-    # The line was printed in a process that ran the agent's code: anything may stand there.
+    # The line comes from a process that ran the agent's code: anything may stand there.
     try:
         report = json.loads(lines[-1][len(marker):])
         results = report["results"] if isinstance(report, dict) and "import_error" not in report else None

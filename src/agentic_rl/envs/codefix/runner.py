@@ -1,10 +1,10 @@
 """A warm runner for sandboxed test runs: a fork server with pytest already imported.
 
-A cold `python -m pytest` pays ~200 ms of interpreter start-up and imports before the first test runs; a GRPO step
-of 128 trajectories × ~3 test runs would spend minutes on that alone. The server is a separate process started once
-(`python -I`, standard library + pytest only). For each request it forks a child that enters the same jail as a
-cold run (`jail.enter`), then runs pytest's `main` or a piece of Python in-process and exits; the server enforces
-the wall-clock limit and kills everything the uid left behind.
+A cold `python -m pytest` pays interpreter start-up and pytest's imports before the first test runs, and a GRPO step
+makes many test runs (docs/design-notes.md#codefix-warm-test-runner). The server is a separate process started once
+(`python -I`, standard library + pytest only). For each request it forks a child that enters the same jail as a cold run
+(`jail.enter`), then runs pytest's `main` or a piece of Python in-process and exits; the server enforces the wall-clock
+limit and kills everything the uid left behind.
 
 Every sandboxed child is forked from the server, so the server holds no secret: it never imports `agentic_rl`
 (the corpus), and it never reads what goes in or out of a run. The trusted parent writes a run's stdin to a file
@@ -38,7 +38,7 @@ GRACE_SECONDS = 10.0  # how much longer than a run's own limit the parent waits 
 SERVER = r'''
 import importlib.util, json, os, signal, sys, tempfile, time, traceback
 import pytest  # the point of the server: imported once, inherited by every child
-# Plugins that only matter in a long session (their cleanup runs gc.collect twice: half of a short run's time).
+# Plugins that only matter in a long session (their cleanup runs gc.collect twice: much of a short run's time).
 FAST = ["-p", "no:unraisableexception", "-p", "no:threadexception", "-p", "no:faulthandler", "-p", "no:pastebin",
         "-p", "no:legacypath", "-p", "no:setuponly", "-p", "no:setupplan", "-p", "no:stepwise"]
 spec = importlib.util.spec_from_file_location("codefix_jail", sys.argv[1])

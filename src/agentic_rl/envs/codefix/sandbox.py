@@ -169,7 +169,7 @@ def layout() -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(op) for op in out)
 
 
-# -- runs ---------------------------------------------------------------------------------------------------------------
+# -- runs --------------------------------------------------------------------------------------------------------------
 
 def _cold_run(argv: list[str], workspace: str, limits: Limits, uid: int | None, env: dict[str, str],
               stdin: str) -> RunResult:

@@ -89,7 +89,7 @@ def valid_mutants(module: Module) -> tuple[Mutant, ...]:
     kept = [m for m, r in zip(candidates, results)
             if r is not None and True in r and False in r and m.source.count(m.mutated_line) == 1]
     # The hidden tests must catch the bug too: otherwise submitting the bug untouched scores full marks, and
-    # "success" would not mean "fixed" (15 % of the mutants above, measured, before this filter).
+    # "success" would not mean "fixed" (docs/design-notes.md#codefix-task-filter).
     hidden = _case_results(module, [m.source for m in kept], list(module.hidden), early_stop=False) if kept else []
     return tuple(m for m, r in zip(kept, hidden) if r is None or False in r)
 

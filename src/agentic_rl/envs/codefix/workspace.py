@@ -125,7 +125,7 @@ class Workspace:
 
     def snapshot(self) -> tuple[dict[str, bytes], list[str]]:
         """What grading starts from: every regular `.py` file (not under .git), by relative path, and notes on
-        what was passed over (other kinds of file, files over MAX_FILE_BYTES, past MAX_SNAPSHOT_BYTES in all)."""
+        what it passed over (other kinds of file, files over MAX_FILE_BYTES, past MAX_SNAPSHOT_BYTES in all)."""
         files: dict[str, bytes] = {}
         notes: list[str] = []
         total = 0

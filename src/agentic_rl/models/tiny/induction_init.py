@@ -3,10 +3,10 @@
 Why. Every `tool_use` task is solved by copying: the entity from the question into the search query, the digits into
 the calculator expression, the number from the observation into the answer. Held-out tasks use unseen entities and
 numbers, so nothing else generalises. Transformers copy with *induction heads* (Olsson et al. 2022): a head that
-writes "the previous token was X" into each position, and a head in the next layer that, at a token X, attends to the
+writes "the previous token: X" into each position, and a head in the next layer that, at a token X, attends to the
 position just after an earlier X and copies what stands there. A ~4M-parameter model trained for minutes on CPU does
-not find this circuit by itself: we measured a variable-offset copy task flat after 1,500 steps (this model and a
-GPT-2 of the same size), and SFT on `tool_use` stuck at 2–5 nats on every copied token.
+not find this circuit by itself, and without it SFT on `tool_use` does not learn to copy
+(docs/design-notes.md#induction-head-initialisation).
 
 What. Like mimetic initialisation (Trockman & Kolter 2023), we set the *initial values* of a few weights so that
 the circuit is there at step 0; training then learns what to copy and when. The model stays a plain Qwen2: no new
@@ -26,13 +26,10 @@ module, no project code at load time. Concretely:
     like a Gaussian of the distance) and copies what it sees, scaled up (RECENT_COPY) so that even spread thin the
     copy stands out. Every value to be copied then starts with a higher logit than the rest of the vocabulary, and
     its query/key weights, zero at first, get a gradient from the first step to learn *which* recent token to copy.
-    Measured on `tool_use` (150 SFT steps, teacher-forced held-out demonstrations): the first token of a copied
-    value fell from 2.4 to 1.1 nats with this head, and greedy held-out success rose from 0.00 to 0.28 (0.38 at
-    RECENT_COPY = 10 rather than 1).
   - the other heads and the MLPs of layers 0–1 start with zero output, so nothing drowns the circuit's signals;
     they learn from the first step like any other weight.
-  - token embeddings start at std 0.2 instead of 0.02, so the circuit's signals stand above AdamW's first updates
-    (at 0.02 we measured the induction pattern fade within 30 steps).
+  - token embeddings start at std 0.2 instead of 0.02, so the circuit's signals stand above the optimizer's first
+    updates; at 0.02 the induction pattern fades within the first steps.
 `tests/test_induction_init.py` checks the attention patterns at step 0 and that copying is learned far sooner.
 """
 

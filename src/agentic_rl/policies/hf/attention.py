@@ -2,15 +2,15 @@
 
 Transformers' `sdpa` attention, given an explicit mask and several query tokens on CPU, expands every key/value
 head to its query heads (`repeat_kv`) before calling scaled_dot_product_attention: each prefill of a tool
-observation copies the whole KV cache (n_rep × its size, every layer). With a 700-token context and 32 rows that copy
-was a third of the prefill's time. Here the query heads that share a key/value head are packed into one head with
-n_rep × q query rows instead — the mask repeated to match — which is the same attention without the copy.
-Transformers already does this for a single query token (`pack_gqa`, decoding); this extends it to q > 1. The
-trainers' forward (train/logprobs.py: a shared prefix in the cache, each row's suffix masked) takes the same path, and
-its backward too: an SFT step measured 0.97 → 0.92 s.
+observation copies the whole KV cache (n_rep × its size, every layer), a large share of the prefill's time over a
+long context. Here the query heads that share a key/value head are packed into one head with n_rep × q query rows
+instead — the mask repeated to match — which is the same attention without the copy. Transformers already does this
+for a single query token (`pack_gqa`, decoding); this extends it to q > 1. The trainers' forward (train/logprobs.py:
+a shared prefix in the cache, each row's suffix masked) takes the same path, and its backward saves the copy too
+(docs/design-notes.md#packed-gqa-attention).
 
-Everything else (no mask, one query token, no grouped heads, dropout, position bias, head-specific masks) goes to
-transformers' own `sdpa_attention_forward` unchanged.
+Everything else (no mask, one query token, no grouped heads, dropout, position bias, softcapping, head-specific
+masks) goes to transformers' own `sdpa_attention_forward` unchanged.
 """
 
 from __future__ import annotations

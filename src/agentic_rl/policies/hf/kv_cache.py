@@ -1,9 +1,10 @@
-"""A KV cache that appends in place: the sampler's cache, ~1.4× faster sampling on CPU than HF's DynamicCache.
+"""A KV cache that appends in place: the sampler's cache, faster than HF's DynamicCache for long multi-turn episodes.
 
 HF's DynamicCache appends each new token with `torch.cat`, copying every layer's whole cache on every decode step:
-O(L) work per token, a quarter of a multi-turn rollout's time on this CPU (measured). Here each layer keeps its keys
-and values in a buffer with spare capacity along the sequence (doubled when full), writes new tokens into the next
-slots, and hands attention a view of the filled part. Same values, same attention; only the copying is gone.
+O(L) work per token, a large share of a multi-turn rollout's time on CPU (docs/design-notes.md#the-samplers-kv-cache).
+Here each layer keeps its keys and values in a buffer with spare capacity along the sequence (doubled when full),
+writes new tokens into the next slots, and hands attention a view of the filled part. Same values, same attention;
+only the copying is gone.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ MIN_CAPACITY = 64
 
 
 class GrowingLayer(DynamicLayer):
-    """One layer's keys and values in a buffer [batch, heads, capacity, head_dim]; `keys`/`values` view the filled part."""
+    """One layer's keys and values in a buffer [batch, heads, capacity, head_dim]; `keys`/`values` view the filled
+    part."""
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         super().lazy_initialization(key_states, value_states)

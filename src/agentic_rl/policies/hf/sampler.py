@@ -1,12 +1,12 @@
 """A Hugging Face causal LM as a policy: batched multi-turn sampling with one KV cache that carries across turns.
 
 How the batch works. Every episode is a row of one KV cache (`kv_cache.py`, which appends in place). All rows
-advance together, one cache slot per forward; a row with nothing to add that step gets a masked slot (a "hole", attention mask 0) and positions are
-given explicitly, so each row sees exactly its own tokens at positions 0, 1, 2, … — the same as a plain forward
-over its sequence. The G samples of a task share one prompt prefill (rows are copied after it). Tool observations
-are prefilled in one batched forward, not re-encoded with the whole context (and without the last layer's work at
-positions no logit is read from: `last_position.py`), and finished episodes' rows are dropped from the cache so
-later steps cost less.
+advance together, one cache slot per forward; a row with nothing to add that step gets a masked slot (a "hole",
+attention mask 0) and positions are given explicitly, so each row sees exactly its own tokens at positions 0, 1, 2,
+… — the same as a plain forward over its sequence. The G samples of a task share one prompt prefill (rows are
+copied after it). Tool observations are prefilled in one batched forward, not re-encoded with the whole context (and
+without the last layer's work at positions no logit is read from: `last_position.py`), and finished episodes' rows
+are dropped from the cache so later steps cost less.
 """
 
 from __future__ import annotations
@@ -43,11 +43,12 @@ class SamplingConfig:
     temperature: float = 1.0
     """Sampling temperature; 0 means greedy. Logprobs are recorded under this temperature (logits / T)."""
     max_new_tokens: int = 96
-    """Most tokens in one assistant turn; a longer turn is cut and the episode truncated."""
+    """Most tokens in one assistant turn. A longer turn is cut there, and the episode ends as `truncated` (unless the
+    env ended it on that turn, e.g. taking the cut text as a final answer)."""
     max_context: int | None = None
     """Most tokens in a whole episode, prompt and observations included (None: the model's own limit,
-    `max_position_embeddings`, as vLLM's max_model_len defaults to it). A fixed 1,024 cut every codefix episode
-    of the tiny policy short: the teacher's demonstrations it imitates run ~1,700 tokens."""
+    `max_position_embeddings`, as vLLM's max_model_len defaults to it): a smaller fixed cap would cut long episodes,
+    such as codefix's, short of what the teacher's demonstrations reach (docs/design-notes.md#codefix-turn-budget)."""
 
 
 class HFPolicy(Policy):

@@ -1,0 +1,147 @@
+"""The commands that run a policy without training it — rollout, eval, doctor, probe-hacks: their configs and what
+each does with one. `cli.py` parses and prints; the trainers' configs live with them (train/sft.py, train/grpo.py,
+pipeline.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from .config import ConfigError, EnvConfig
+from .device import Device
+from .envs import Env, make_env
+from .envs.base import Task
+from .policies import Policy, SamplingConfig, load_policy
+
+SCRIPTED = ("teacher", "noisy-teacher", "random")
+
+
+def is_model(spec: str) -> bool:
+    """Whether a policy spec names a model (which samples tokens) rather than a scripted policy."""
+    return spec not in SCRIPTED and not spec.startswith("script:")
+
+
+class PolicyConfig(EnvConfig):
+    """A policy run in an environment, and how a model policy samples."""
+
+    policy: str | None = None
+    """The policy: a model (a preset such as smollm2-135m, a model directory, a .gguf file or a Hub id), tiny,
+    teacher, noisy-teacher, random or script:FILE."""
+    temperature: float = 1.0
+    """Sampling temperature of a model policy (0: greedy)."""
+    max_new_tokens: int | None = None
+    """Most tokens in one assistant turn of a model policy; None: the env's own (`Env.max_new_tokens`)."""
+    device: Device = "auto"
+    """Where a model policy runs: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu` or `cuda`."""
+
+    def unused_keys(self) -> list[str]:
+        out = super().unused_keys()
+        if self.policy is not None and not is_model(self.policy):
+            out += [f"{k}: policy={self.policy} samples no tokens, so {k}= would be ignored"
+                    for k in self.given("temperature", "max_new_tokens", "device")]
+        return out
+
+    def env_factory(self) -> Any:
+        """A function that builds this config's env (overrides, e.g. fault_rate, go over env_args)."""
+        return lambda **kw: make_env(self.env, **{**self.env_args, **kw})
+
+    def load(self, env: Env, policy: str | None = None) -> Policy:
+        """The policy (or `policy` instead), sampling with this config's settings and the env's turn budget."""
+        spec = policy or self.policy
+        if spec is None:
+            raise ConfigError("give a policy: policy=SPEC or --policy SPEC (a model, tiny, teacher, noisy-teacher, "
+                              "random or script:FILE)")
+        return load_policy(spec, env, self.sampling(env), device=self.device)
+
+    def sampling(self, env: Env) -> SamplingConfig:
+        return SamplingConfig(self.temperature, self.max_new_tokens or env.max_new_tokens)
+
+
+class RolloutConfig(PolicyConfig):
+    """`agentic-rl rollout`: run a policy on a few tasks and show its trajectories."""
+
+    n: int = 3
+    """Number of tasks."""
+    group: int = 1
+    """Episodes per task."""
+    split: Literal["train", "eval"] = "eval"
+    """Which split the tasks come from."""
+    task_id: str | None = None
+    """Run only this task (by its stable id); n and split are then not used."""
+
+    def unused_keys(self) -> list[str]:
+        out = super().unused_keys()
+        if self.task_id is not None:
+            out += [f"{k}: task_id={self.task_id} names the task, so {k}= would be ignored"
+                    for k in self.given("n", "split")]
+        return out
+
+    def tasks(self, env: Env) -> list[Task]:
+        return [env.task_by_id(self.task_id, self.seed)] if self.task_id else env.tasks(self.split, self.n,
+                                                                                          self.seed)
+
+
+class EvalConfig(PolicyConfig):
+    """`agentic-rl eval`: the six-family evaluation of a policy on held-out tasks."""
+
+    n: int = 100
+    """Held-out tasks."""
+    k: int = 3
+    """Attempts per task (pass@k, pass^k)."""
+    robustness: bool = True
+    """Also run the fault and prompt-perturbation conditions."""
+    robustness_tasks: int | None = None
+    """Held-out tasks for each robustness condition (None: all n)."""
+    tokenizer: str | None = None
+    """Count a scripted policy's tokens with this model directory's tokenizer and chat template."""
+
+    def unused_keys(self) -> list[str]:
+        out = super().unused_keys()
+        if self.tokenizer is not None and self.policy is not None and is_model(self.policy):
+            out.append(f"tokenizer: policy={self.policy} is a model and counts its own tokens, so tokenizer= "
+                       "would be ignored")
+        if not self.robustness and self.given("robustness_tasks"):
+            out.append("robustness_tasks: robustness is off, so robustness_tasks= would be ignored")
+        return out
+
+
+class DoctorConfig(PolicyConfig):
+    """`agentic-rl doctor`: the seed's "when not to do RL" checklist, for an env and optionally a policy."""
+
+    n: int = 20
+    """Held-out tasks per check."""
+    group: int = 4
+    """G for the GRPO-signal check."""
+
+
+class ProbeConfig(EnvConfig):
+    """`agentic-rl probe-hacks`: every known reward hack of an env, tried by a scripted agent."""
+
+    env: str = "codefix"
+    """Environment with exploit probes (codefix)."""
+    n: int = 3
+    """Held-out tasks to try every exploit on."""
+
+
+def run_eval(cfg: EvalConfig, progress: Any = None) -> dict[str, Any]:
+    """The six-family evaluation result (evaluation/families.py's schema) of `cfg.policy`."""
+    from .evaluation.families import evaluate
+    from .policies import HFPolicy
+    from .runtime.render import Renderer
+
+    factory = cfg.env_factory()
+    env = factory()
+    policy = cfg.load(env)
+    renderer = policy.renderer if isinstance(policy, HFPolicy) else None
+    if cfg.tokenizer is not None:
+        from transformers import AutoTokenizer
+
+        if not Path(cfg.tokenizer).is_dir():
+            raise ConfigError(f"tokenizer must be a model directory with a tokenizer, got {cfg.tokenizer}")
+        renderer = Renderer(AutoTokenizer.from_pretrained(cfg.tokenizer))
+    result, _ = evaluate(factory, policy, env.tasks("eval", cfg.n, cfg.seed), k=cfg.k, seed=cfg.seed,
+                         renderer=renderer, robustness=cfg.robustness, robustness_tasks=cfg.robustness_tasks,
+                         progress=progress)
+    result["policy"] = cfg.policy
+    return result

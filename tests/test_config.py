@@ -1,0 +1,39 @@
+"""Configs: a key that would be ignored is an error that says why; what the user set is told from the defaults."""
+
+import pytest
+
+from agentic_rl.config import ConfigError, load_config, overlay
+from agentic_rl.train.grpo import GRPOConfig
+from agentic_rl.train.sft import SFTConfig
+
+
+@pytest.mark.parametrize("cls, args, says", [
+    (SFTConfig, ["policy=runs/x/model", "tiny.hidden=64"], "tiny.hidden: it sizes the built-in tiny model"),
+    (SFTConfig, ["lora.r=8"], "lora.r: finetune is full"),
+    (SFTConfig, ["finetune=lora", "optimizer=muon"], "trains with AdamW alone"),
+    (SFTConfig, ["max_steps=10", "epochs=2"], "max_steps=10 sets the length"),
+    (GRPOConfig, ["kl_estimator=k3_ratio"], "used only with beta > 0"),
+    (GRPOConfig, ["gamma=0.9"], "used only with advantage=turn"),
+    (GRPOConfig, ["max_resample=5"], "used only with dynamic_sampling=true"),
+    (GRPOConfig, ["lora.alpha=8"], "lora.alpha: finetune is full"),
+    (GRPOConfig, ["env=chess"], "unknown env 'chess'; valid envs: codefix, tool_use"),
+    (GRPOConfig, ["env=codefix", "env_args.kinds=[calc]"], "env codefix takes no argument 'kinds'"),
+])
+def test_a_key_that_would_be_ignored_or_cannot_work_is_an_error_that_says_why(cls, args, says):
+    with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        load_config(cls, None, args)
+
+
+def test_the_same_keys_are_fine_where_they_are_used():
+    assert load_config(SFTConfig, None, ["tiny.hidden=64"]).tiny.hidden == 64
+    assert load_config(SFTConfig, None, ["finetune=lora", "lora.r=8", "optimizer=adamw"]).lora.r == 8
+    assert load_config(GRPOConfig, None, ["beta=0.1", "kl_estimator=k3_ratio"]).kl_estimator == "k3_ratio"
+    assert load_config(GRPOConfig, None, ["advantage=turn", "gamma=0.9"]).gamma == 0.9
+    assert load_config(GRPOConfig, None, ["env_args.fault_rate=0.3"]).env_args == {"fault_rate": 0.3}
+
+
+def test_overlay_sets_values_without_marking_them_as_the_users():
+    cfg = load_config(SFTConfig, None, ["lr=1e-3"])
+    copy = overlay(cfg, policy="runs/x/model", seed=4)
+    assert (copy.policy, copy.seed, copy.lr) == ("runs/x/model", 4, 1e-3)
+    assert copy.given("lr", "policy", "seed") == ["lr"] and copy.unused_keys() == []
