@@ -7,7 +7,7 @@ length and packs them under a padded-token budget. `sequence_logprobs` runs the 
 prompt) once per micro-batch; with a `logprobs.SharedPrefix` (what sft.py and grpo.py use) it runs once per step.
 Last, that step under bf16 autocast (sft.py's `precision=bf16`). All four are measured interleaved in one run, on
 the same batches; the gradients are the same sum (in bf16, to bf16's rounding). The bf16 column flatters bf16 on a
-CPU: over a real run its gain fades while oneDNN's per-shape kernel cache grows (precision.py has the numbers).
+CPU: over a real run its gain fades while oneDNN's per-shape kernel cache grows (docs/design-notes.md#precision-bf16-on-cpu has the numbers).
 
     python benchmarks/sft_step.py [--steps 10] [--json FILE]
 """
@@ -103,7 +103,7 @@ def main() -> None:
     print(f"speedup = {result['speedup']}  (padded/real positions after the prompt: "
           f"{result['padded_over_real_suffix_tokens']}); prefix once: {result['prefix_once_speedup']}× more")
     print(f"  + bf16 matrix products (autocast):    {mean['bf16']:.3f} s/step  ({result['bf16_speedup']}× more, "
-          f"on these few batches; not over a real run, see precision.py)")
+          f"on these few batches; not over a real run, see docs/design-notes.md)")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

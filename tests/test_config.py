@@ -10,8 +10,8 @@ from agentic_rl.train.sft import SFTConfig
 @pytest.mark.parametrize("cls, args, says", [
     (SFTConfig, ["policy=runs/x/model", "tiny.hidden=64"], "tiny.hidden: it sizes the built-in tiny model"),
     (SFTConfig, ["lora.r=8"], "lora.r: finetune is full"),
-    (SFTConfig, ["finetune=lora", "optimizer=muon"], "trains with AdamW alone"),
-    (SFTConfig, ["max_steps=10", "epochs=2"], "max_steps=10 sets the length"),
+    (SFTConfig, ["finetune=lora", "optimizer=muon"], "optimizer: it is used only with finetune=full"),
+    (SFTConfig, ["max_steps=10", "epochs=2"], "epochs: it is used only with max_steps=null"),
     (GRPOConfig, ["kl_estimator=k3_ratio"], "used only with beta > 0"),
     (GRPOConfig, ["gamma=0.9"], "used only with advantage=turn"),
     (GRPOConfig, ["max_resample=5"], "used only with dynamic_sampling=true"),

@@ -293,11 +293,11 @@ def probe_hacks(ctx: typer.Context,
     from rich.table import Table
 
     from .commands import ProbeConfig
-    from .envs import ENVS, Env, make_env
+    from .envs import ENVS, Env
 
     cfg = _config(ProbeConfig, ctx, config, env=env, n=n, seed=seed)
     try:
-        e = make_env(cfg.env, **cfg.env_args)
+        e = cfg.env_factory()()
     except ValueError as err:
         _fail(str(err))
     rows = e.probe_hacks(e.tasks("eval", cfg.n, cfg.seed))

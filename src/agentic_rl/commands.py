@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from .config import ConfigError, EnvConfig
 from .device import Device
-from .envs import Env, make_env
+from .envs import Env
 from .envs.base import Task
 from .policies import Policy, SamplingConfig, load_policy
 
@@ -41,10 +41,6 @@ class PolicyConfig(EnvConfig):
             out += [f"{k}: policy={self.policy} samples no tokens, so {k}= would be ignored"
                     for k in self.given("temperature", "max_new_tokens", "device")]
         return out
-
-    def env_factory(self) -> Any:
-        """A function that builds this config's env (overrides, e.g. fault_rate, go over env_args)."""
-        return lambda **kw: make_env(self.env, **{**self.env_args, **kw})
 
     def load(self, env: Env, policy: str | None = None) -> Policy:
         """The policy (or `policy` instead), sampling with this config's settings and the env's turn budget."""

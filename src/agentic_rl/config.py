@@ -35,6 +35,12 @@ class Config(BaseModel):
                 out += [f"{name}.{line}" for line in value.unused_keys()]
         return out
 
+    def ignored_unless(self, *rules: tuple[str, str, bool]) -> list[str]:
+        """Error lines for the keys the user set whose condition does not hold; a rule is (key, its condition in
+        words, whether it holds)."""
+        return [f"{key}: it is used only with {needs}, so {key}= would be ignored"
+                for key, needs, holds in rules if not holds and key in self.model_fields_set]
+
     def given(self, *names: str) -> list[str]:
         """Which of `names` the user set (in a file, an option or key=value), as opposed to left at their default."""
         return [n for n in names if n in self.model_fields_set]
@@ -57,6 +63,12 @@ class EnvConfig(Config):
 
         check_env_args(self.env, self.env_args)
         return self
+
+    def env_factory(self) -> Any:
+        """A function that builds this config's env; keyword overrides (fault_rate, …) go over env_args."""
+        from .envs import make_env
+
+        return lambda **kw: make_env(self.env, **{**self.env_args, **kw})
 
 
 C = TypeVar("C", bound=Config)

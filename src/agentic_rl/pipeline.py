@@ -15,7 +15,6 @@ from pydantic import Field
 from .atomic import atomic_write_json, atomic_write_text
 from .config import EnvConfig, overlay
 from .device import Device
-from .envs import make_env
 from .evaluation.families import evaluate
 from .evaluation.report import write_report
 from .evaluation.summary import summarize
@@ -131,7 +130,7 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     Writes DIR/eval/<stage>.json (the `agentic-rl eval` schema) and DIR/eval/<stage>.jsonl (the main run's
     trajectories, for the report's viewer), and DIR/eval/probes.json where the env has exploit probes.
     """
-    env_factory = lambda **kw: make_env(cfg.env, **{**cfg.env_args, **kw})
+    env_factory = cfg.env_factory()
     env = env_factory()
     tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
     turn_tokens = cfg.grpo.max_new_tokens or env.max_new_tokens

@@ -68,10 +68,10 @@ class ScriptPolicy(Policy):
     """
 
     def __init__(self, path: str | Path):
+        if not Path(path).is_file():
+            raise ValueError(f"script file not found: {path}")
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ValueError(f"script file not found: {path}") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"script file {path} is not valid JSON: {e}") from None
         if not isinstance(data, list):

@@ -18,9 +18,7 @@ import torch
 from pydantic import Field
 
 from ..atomic import atomic_write_json
-from ..config import EnvConfig, overlay
-from ..device import Device, Precision, autocast, resolve_precision
-from ..envs import make_env
+from ..device import autocast, resolve_precision
 from ..envs.base import stable_hash
 from ..evaluation.summary import evaluate_policy, summarize
 from ..policies import HFPolicy, SamplingConfig
@@ -28,11 +26,12 @@ from ..runtime.rollout import run_episodes
 from ..runtime.trajectory import Trajectory
 from ..ui import console, progress
 from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
+from .config import TrainerConfig
 from .grpo_math import advantages, batch_loss, clipped_surrogate, kl_k3, kl_k3_ratio, turn_advantages
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
-from .lora import LoRASettings, Trainee
+from .lora import Trainee
 from .rundir import prepare_run_dir
-from .tracking import Reporter, ReportTo
+from .tracking import Reporter
 
 
 class LogprobMismatchError(RuntimeError):
@@ -40,7 +39,7 @@ class LogprobMismatchError(RuntimeError):
     sampled."""
 
 
-class GRPOConfig(EnvConfig):
+class GRPOConfig(TrainerConfig):
     """`agentic-rl grpo`: agentic GRPO from `policy` on the env's train tasks."""
 
     policy: str = "runs/sft/model"
@@ -55,8 +54,6 @@ class GRPOConfig(EnvConfig):
     """G: trajectories per task; advantages compare within these groups."""
     temperature: float = 1.0
     """Sampling temperature; the loss uses the same temperature so the ratio compares like with like."""
-    max_new_tokens: int | None = None
-    """Most tokens per assistant turn (None: the env's own, `Env.max_new_tokens`)."""
     lr: float = 1e-4
     """AdamW learning rate (constant). Higher rates can collapse a run (the policy stops calling tools within a
     step); see docs/design-notes.md#grpo-defaults."""
@@ -73,10 +70,6 @@ class GRPOConfig(EnvConfig):
     """The KL penalty's per-token estimate: Schulman's k3 (GRPO's paper, verl's low_var_kl), or k3 × π/π_old, the
     unbiased estimate for tokens sampled from π_old (DeepSeek-V3.2; TRL's `use_bias_correction_kl`). k3 is the
     default because samples here are fresh each step (μ = 1 by default), where both have the same value."""
-    finetune: Literal["full", "lora"] = "full"
-    """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
-    lora: LoRASettings = Field(default_factory=LoRASettings)
-    """The adapter's settings, with `finetune: lora`."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Divide centred rewards by the group std, the batch std, or nothing (Dr. GRPO); with `advantage: turn`, the
     std of the group's (or the batch's) per-turn rewards."""
@@ -107,43 +100,25 @@ class GRPOConfig(EnvConfig):
     logprob_tolerance: float | None = None
     """Largest allowed |sampling logprob − recomputed logprob| in the start-of-run check (None: 1e-3 in fp32, 0.1
     under bf16, whose rounding differs between the sampler's cached decode and one full forward)."""
-    device: Device = "auto"
-    """Where the model trains and samples: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu`, `cuda`."""
-    precision: Precision = "auto"
-    """Forwards under bf16 autocast (`bf16`) or not (`fp32`); `auto`: bf16 on a GPU that has it, else fp32. The
-    weights, gradients and AdamW state stay fp32 either way."""
     eval_every: int = 10
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100
     """Held-out tasks per evaluation."""
     eval_temperature: float = 1.0
     """Sampling temperature for evaluation."""
-    report_to: list[ReportTo] = Field(default_factory=list)
-    """Also send metrics to these (tensorboard, wandb in offline mode); metrics.jsonl is always written."""
     checkpoint_every: int = 10
     """Save a resumable checkpoint every this many steps."""
 
     def unused_keys(self) -> list[str]:
-        out = super().unused_keys()
-        if self.finetune != "lora" and self.given("lora"):
-            out += [f"lora.{k}: finetune is {self.finetune}, so lora.{k}= would be ignored; set finetune=lora"
-                    for k in sorted(self.lora.model_fields_set)]
-        for key, needs, active in (("kl_estimator", "beta > 0", self.beta > 0),
-                                   ("gamma", "advantage=turn", self.advantage == "turn"),
-                                   ("max_resample", "dynamic_sampling=true", self.dynamic_sampling)):
-            if not active and self.given(key):
-                out.append(f"{key}: it is used only with {needs}, so {key}= would be ignored")
-        return out
+        return super().unused_keys() + self.ignored_unless(
+            ("kl_estimator", "beta > 0", self.beta > 0), ("gamma", "advantage=turn", self.advantage == "turn"),
+            ("max_resample", "dynamic_sampling=true", self.dynamic_sampling))
 
 
 def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
-    out = Path(out)
-    ckpt = prepare_run_dir(cfg, out, resume)
-    console.print(f"[bold]GRPO[/] → {out}\n{cfg.to_yaml()}")
-    env_factory = lambda: make_env(cfg.env, **cfg.env_args)
-    env = env_factory()
-    cfg = overlay(cfg, max_new_tokens=cfg.max_new_tokens or env.max_new_tokens)  # the env's turn budget by default
+    out, ckpt = Path(out), prepare_run_dir("GRPO", cfg, out, resume)
+    cfg, env_factory, env = cfg.open_env()
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
     policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens),
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)

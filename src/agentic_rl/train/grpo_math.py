@@ -14,15 +14,6 @@ ScaleRewards = Literal["group", "batch", "none"]
 LossAgg = Literal["seq_mean", "token_mean", "constant"]
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: ScaleRewards = "group",
-                     eps: float = 1e-4) -> torch.Tensor:
-    """A_i = (r_i − mean_group(r)) / (std + eps), rewards laid out as consecutive groups of `group_size`
-    (`advantages` for groups of one size)."""
-    if rewards.numel() % group_size:
-        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    return torch.cat(advantages(list(rewards.float().split(group_size)), scale, eps))
-
-
 def advantages(groups: Sequence[torch.Tensor], scale: ScaleRewards = "group", eps: float = 1e-4) -> list[torch.Tensor]:
     """Each group's rewards centred on the group's mean and divided by a scale; groups may differ in size (the
     trainer leaves infrastructure failures out of theirs).

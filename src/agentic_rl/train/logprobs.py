@@ -5,7 +5,7 @@ SFT or GRPO on full sequences would spend most of its compute re-encoding that p
 longest common prefix of the micro-batch is run once (batch 1), its KV cache is expanded to all rows, and only the
 rows' own suffixes are run on top; a `SharedPrefix` goes one step further and runs a whole batch's prefix once for
 all of its micro-batches. Gradients flow through the prefix as usual, so the result is the same as a
-plain forward over each sequence — `tests/test_logprobs.py` checks values and gradients against one.
+plain forward over each sequence — `tests/train/test_logprobs.py` checks values and gradients against one.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class SharedPrefix:
     a SharedPrefix, `sequence_logprobs` attends to its keys and values instead. Their gradients collect on detached
     copies across the micro-batches' backward passes, and `backward()`, called once after the last of them, sends the
     sum through the prefix's own graph — the same gradient as running the prefix in every micro-batch
-    (tests/test_logprobs.py checks it).
+    (tests/train/test_logprobs.py checks it).
     """
 
     def __init__(self, model: Any, seqs: Sequence[Sequence[int]], min_shared: int = 16):

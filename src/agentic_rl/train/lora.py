@@ -32,6 +32,7 @@ class LoRASettings(Config):
     """Modules to adapt: "all-linear" (every linear projection of the decoder, not the output layer) or names."""
 
 
+
 def add_adapter(model: torch.nn.Module, cfg: LoRASettings) -> PeftModel:
     """Wrap `model` with a fresh LoRA adapter (B = 0: the model computes as before); only the adapter trains."""
     return get_peft_model(model, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,

@@ -10,14 +10,17 @@ import yaml
 
 from ..atomic import atomic_write_text
 from ..config import Config, ConfigError, diff_configs
+from ..ui import console
 from .checkpoint import latest_checkpoint, load_trainer_state
 
 
-def prepare_run_dir(cfg: Config, out: Path, resume: bool) -> Path | None:
-    """Check `out` against `cfg` and return the checkpoint to resume from (None: a fresh start).
+def prepare_run_dir(title: str, cfg: Config, out: str | Path, resume: bool) -> Path | None:
+    """Check `out` against `cfg`, save and print the config, and return the checkpoint to resume from (None: a
+    fresh start).
 
     A run directory holds one config. A directory with a checkpoint is never overwritten without --resume, and
     resuming under a different config is refused with the differing keys named."""
+    out = Path(out)
     ckpt = latest_checkpoint(out)
     saved = out / "config.yaml"
     if ckpt is not None and not resume:
@@ -32,6 +35,7 @@ def prepare_run_dir(cfg: Config, out: Path, resume: bool) -> Path | None:
     else:  # keep the metrics up to the checkpoint; the steps after it will be redone
         _truncate_metrics(out, load_trainer_state(ckpt)["step"])
     atomic_write_text(saved, cfg.to_yaml())
+    console.print(f"[bold]{title}[/] → {out}\n{cfg.to_yaml()}")
     return ckpt
 
 

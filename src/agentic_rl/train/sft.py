@@ -17,9 +17,8 @@ import torch
 from pydantic import Field
 
 from ..atomic import atomic_write_json
-from ..config import ConfigError, EnvConfig, overlay
-from ..device import Device, Precision, autocast, resolve_precision
-from ..envs import make_env
+from ..config import ConfigError
+from ..device import autocast, resolve_precision
 from ..evaluation.summary import evaluate_policy
 from ..models.tiny.build import TinyConfig, build_tiny_for_env
 from ..policies import HFPolicy, SamplingConfig, TeacherPolicy
@@ -28,13 +27,14 @@ from ..runtime.rollout import run_episodes
 from ..runtime.trajectory import save_jsonl
 from ..ui import console, eval_table, progress
 from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
+from .config import TrainerConfig
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
-from .lora import LoRASettings, Trainee
+from .lora import Trainee
 from .rundir import prepare_run_dir
-from .tracking import Reporter, ReportTo
+from .tracking import Reporter
 
 
-class SFTConfig(EnvConfig):
+class SFTConfig(TrainerConfig):
     """`agentic-rl sft`: imitate the env's noisy teacher, starting from `policy`."""
 
     policy: str = "tiny"
@@ -42,10 +42,6 @@ class SFTConfig(EnvConfig):
     (smollm2-135m), a model directory, a .gguf file or a Hub id."""
     tiny: TinyConfig = Field(default_factory=TinyConfig)
     """Size of the tiny model, when policy is `tiny`."""
-    finetune: Literal["full", "lora"] = "full"
-    """Update every weight, or train a LoRA adapter (`lora.*`) and merge it into the published model."""
-    lora: LoRASettings = Field(default_factory=LoRASettings)
-    """The adapter's settings, with `finetune: lora`."""
     demos: int = 3000
     """Number of noisy-teacher demonstration episodes, one per train task."""
     noise: dict[str, float] | None = None
@@ -76,12 +72,6 @@ class SFTConfig(EnvConfig):
     """Fraction of steps with linear warmup; then cosine decay to 10% of the peak."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
-    device: Device = "auto"
-    """Where the model trains: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu` or `cuda`."""
-    precision: Precision = "auto"
-    """`bf16`: the training forwards' matrix products under bf16 autocast (weights, gradients, optimizer state and
-    the vocabulary projection stay fp32); `auto`: bf16 on a GPU that has it, fp32 on the CPU, where bf16 gives no
-    speed-up over a whole run and uses more memory (docs/design-notes.md#precision-bf16-on-cpu)."""
     eval_every: int = 100
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
     eval_tasks: int = 100
@@ -96,11 +86,6 @@ class SFTConfig(EnvConfig):
     cheap (docs/design-notes.md#sft-defaults)."""
     eval_temperature: float = 1.0
     """Sampling temperature for evaluation (the policy as it samples; 0 for greedy)."""
-    max_new_tokens: int | None = None
-    """Most tokens per assistant turn when sampling (None: the env's own, `Env.max_new_tokens`); demonstrations
-    with a longer turn are refused."""
-    report_to: list[ReportTo] = Field(default_factory=list)
-    """Also send metrics to these (tensorboard, wandb in offline mode); metrics.jsonl is always written."""
     checkpoint_every: int = 50
     """Save a resumable checkpoint every this many steps."""
     max_steps: int | None = None
@@ -111,24 +96,16 @@ class SFTConfig(EnvConfig):
         if self.policy != "tiny" and self.given("tiny"):
             out += [f"tiny.{k}: it sizes the built-in tiny model, but policy={self.policy}, so tiny.{k}= would be "
                     "ignored" for k in sorted(self.tiny.model_fields_set)]
-        if self.finetune != "lora" and self.given("lora"):
-            out += [f"lora.{k}: finetune is {self.finetune}, so lora.{k}= would be ignored; set finetune=lora"
-                    for k in sorted(self.lora.model_fields_set)]
-        if self.finetune == "lora" and self.optimizer == "muon" and self.given("optimizer"):
-            out.append("optimizer: a LoRA adapter trains with AdamW alone, so optimizer=muon would be ignored")
-        if self.max_steps is not None and self.given("epochs"):
-            out.append(f"epochs: max_steps={self.max_steps} sets the length, so epochs= would be ignored")
-        return out
+        return out + self.ignored_unless(
+            ("optimizer", "finetune=full (a LoRA adapter trains with AdamW alone)",
+             self.finetune == "full" or self.optimizer == "adamw"),
+            ("epochs", "max_steps=null (max_steps sets the length)", self.max_steps is None))
 
 
 def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
-    out = Path(out)
-    ckpt = prepare_run_dir(cfg, out, resume)
-    console.print(f"[bold]SFT[/] → {out}\n{cfg.to_yaml()}")
-    env_factory = lambda: make_env(cfg.env, **cfg.env_args)
-    env = env_factory()
-    cfg = overlay(cfg, max_new_tokens=cfg.max_new_tokens or env.max_new_tokens)  # the env's turn budget by default
+    out, ckpt = Path(out), prepare_run_dir("SFT", cfg, out, resume)
+    cfg, env_factory, env = cfg.open_env()
 
     # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.
     init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,

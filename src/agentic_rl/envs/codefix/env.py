@@ -18,7 +18,7 @@ Transient faults (off by default; `fault_rate` for robustness evaluation): a too
 (task id, turn); faulted turns are neither penalised nor stuck events.
 The stuck detector counts a turn as stuck when it repeats an earlier action that got the same observation, re-reads
 a file that has not changed since its last read, or closes an A-B-A-B alternation of actions.
-Calibrated on the seed's three trajectories (`tests/test_codefix.py`, a module with 10 hidden tests): A read → edit
+Calibrated on the seed's three trajectories (`tests/envs/test_codefix.py`, a module with 10 hidden tests): A read → edit
 → test → finish with 10/10 = 1.0; B careless edits with 3/10 = 0.3; C reads the file 50 times = −0.2.
 """
 

@@ -25,32 +25,34 @@ from .sandbox import Limits, Sandbox
 
 EVAL_FRACTION = 0.25
 
+# Each case gets `seconds` of CPU time (ITIMER_PROF), not of wall-clock time, so a loaded machine sorts mutants the
+# same way as an idle one: which tasks exist must not depend on what else the machine is doing.
 _CHECK_RUNNER = PLAIN_SRC + '''
 import json, signal, sys
 request = json.loads(sys.stdin.read())
 def on_alarm(signum, frame):
     raise TimeoutError
-signal.signal(signal.SIGALRM, on_alarm)
+signal.signal(signal.SIGPROF, on_alarm)
 out = []
 for source in request["sources"]:
     row = []
     try:
-        signal.setitimer(signal.ITIMER_REAL, request["seconds"])
+        signal.setitimer(signal.ITIMER_PROF, request["seconds"])
         ns = {"__name__": request["module"]}
         exec(compile(source, request["module"] + ".py", "exec"), ns)
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
     except BaseException:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
         out.append(None)
         continue
     for expr, want in zip(request["cases"], request["want"]):
-        signal.setitimer(signal.ITIMER_REAL, request["seconds"])
+        signal.setitimer(signal.ITIMER_PROF, request["seconds"])
         try:
             row.append(json.dumps(plain(eval(expr, dict(ns))), sort_keys=True) == want)
         except BaseException as e:
             row.append(False)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
         if request["early_stop"] and True in row and False in row:
             break  # enough to know it is a good task
     out.append(row)

@@ -30,7 +30,7 @@ module, no project code at load time. Concretely:
     they learn from the first step like any other weight.
   - token embeddings start at std 0.2 instead of 0.02, so the circuit's signals stand above the optimizer's first
     updates; at 0.02 the induction pattern fades within the first steps.
-`tests/test_induction_init.py` checks the attention patterns at step 0 and that copying is learned far sooner.
+`tests/models/test_induction_init.py` checks the attention patterns at step 0 and that copying is learned far sooner.
 """
 
 from __future__ import annotations

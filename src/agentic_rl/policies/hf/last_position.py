@@ -7,7 +7,7 @@ layer's *input*, and `logits_to_keep=1` reads the last position alone. So under 
 layer's MLP runs on the last position only (its residual add broadcasts the output) and, with the sampler's
 attention (`attention.py`), its queries are the last position alone; the other positions' final hidden states are
 left wrong and are never read. The cache is the same bit for bit and the logits agree to float rounding
-(tests/test_last_position.py); the time saved is the last layer's MLP and attention at every other position
+(tests/policies/test_last_position.py); the time saved is the last layer's MLP and attention at every other position
 (docs/design-notes.md#last-position-prefill).
 """
 

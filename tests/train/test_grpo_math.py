@@ -7,27 +7,25 @@ from agentic_rl.train.grpo_math import (
     advantages,
     batch_loss,
     clipped_surrogate,
-    group_advantages,
     kl_k3,
     turn_advantages,
 )
 
 
 def test_group_advantages_on_hand_computed_groups():
-    r = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5])  # second group: zero variance
-    a = group_advantages(r, 4)
+    r = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5])
+    groups = list(r.split(4))  # second group: zero variance
+    a = torch.cat(advantages(groups))
     std = math.sqrt(1 / 3)  # unbiased std of [1, 0, 1, 0]
     assert a[:4].tolist() == pytest.approx([0.5 / (std + 1e-4), -0.5 / (std + 1e-4)] * 2)
     assert a[4:].tolist() == [0.0, 0.0, 0.0, 0.0] and not torch.isnan(a).any()
-    none = group_advantages(r, 4, scale="none")
+    none = torch.cat(advantages(groups, scale="none"))
     assert none.tolist() == pytest.approx([0.5, -0.5, 0.5, -0.5, 0, 0, 0, 0])
-    batch = group_advantages(r, 4, scale="batch")
+    batch = torch.cat(advantages(groups, scale="batch"))
     assert batch.tolist() == pytest.approx((none / (r.std() + 1e-4)).tolist())
-    assert group_advantages(torch.tensor([0.3]), 1).tolist() == [0.0]
-    with pytest.raises(ValueError, match="groups of 3"):
-        group_advantages(r, 3)
+    assert advantages([torch.tensor([0.3])])[0].tolist() == [0.0]
     with pytest.raises(ValueError, match="group, batch or none"):
-        group_advantages(r, 4, scale="rank")
+        advantages(groups, scale="rank")
 
 
 def test_turn_advantages_blame_the_wasted_turn():

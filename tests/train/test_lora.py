@@ -15,7 +15,7 @@ from agentic_rl.train import sft as sft_module
 from agentic_rl.train.grpo import GRPOConfig, train_grpo
 from agentic_rl.train.sft import SFTConfig, train_sft
 
-from .conftest import SMALL_SFT
+from ..conftest import SMALL_SFT
 
 LORA = ["finetune=lora", "lora.r=4", "lora.alpha=8"]
 SFT_ARGS = SMALL_SFT + LORA + ["demos=48", "max_steps=4", "batch_size=16", "checkpoint_every=2", "eval_every=0",

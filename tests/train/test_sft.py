@@ -19,7 +19,7 @@ from agentic_rl.train.logprobs import sequence_logprobs
 from agentic_rl.train.lora import Trainee
 from agentic_rl.train.sft import SFTConfig, build_optimizers, check_turn_budget, train_sft
 
-from .conftest import SMALL_SFT
+from ..conftest import SMALL_SFT
 
 
 @pytest.mark.parametrize(("optimizer", "precision"), [("adamw", "fp32"), ("muon", "fp32"), ("muon", "bf16")])

@@ -101,32 +101,29 @@ def test_observation_tokens_receive_no_gradient(trained_dir, env, monkeypatch):
         assert (g[mask] != 0).any()
 
 
-class _OneRightTool:
+def _one_right_tool():
     """A toy env: the first turn earns 1 if it calls `search` (any arguments), else 0. Nothing else matters."""
+    from agentic_rl.envs.base import StepResult
+    from agentic_rl.envs.tool_use import ToolUseEnv
+    from agentic_rl.runtime.parsing import ToolCall, parse_turn
 
-    @staticmethod
-    def make():
-        from agentic_rl.envs.base import StepResult
-        from agentic_rl.envs.tool_use import ToolUseEnv
-        from agentic_rl.runtime.parsing import ToolCall, parse_turn
+    class OneRightTool(ToolUseEnv):
+        def step(self, action):
+            p = parse_turn(action)  # any arguments: only the choice of tool is rewarded
+            r = float(isinstance(p, ToolCall) and p.name == "search")
+            return StepResult([], r, True, False, {"success": bool(r), "episode_reward": r})
 
-        class OneRightTool(ToolUseEnv):
-            def step(self, action):
-                p = parse_turn(action)  # any arguments: only the choice of tool is rewarded
-                r = float(isinstance(p, ToolCall) and p.name == "search")
-                return StepResult([], r, True, False, {"success": bool(r), "episode_reward": r})
-
-        return OneRightTool(max_turns=1)
+    return OneRightTool
 
 
 def test_grpo_raises_the_probability_of_the_always_right_tool(trained_dir, tmp_path, monkeypatch):
-    import agentic_rl.train.grpo as grpo_mod
+    from agentic_rl.envs import ENVS
     from agentic_rl.runtime.parsing import format_tool_call
     from agentic_rl.runtime.render import Renderer
     from agentic_rl.train.logprobs import sequence_logprobs
 
-    monkeypatch.setattr(grpo_mod, "make_env", lambda name, **kw: _OneRightTool.make())
-    env = _OneRightTool.make()
+    monkeypatch.setitem(ENVS, "one_right_tool", _one_right_tool())  # an env by name, as a user would add one
+    env = make_env("one_right_tool", max_turns=1)
     tasks = env.tasks("eval", 16)
 
     def p_search(model_dir):
@@ -150,7 +147,8 @@ def test_grpo_raises_the_probability_of_the_always_right_tool(trained_dir, tmp_p
         return lp.sum(1).exp().mean().item()
 
     before = p_search(trained_dir)
-    cfg = load_config(GRPOConfig, overrides=[f"policy={trained_dir}", "steps=8", "tasks_per_step=8",
+    cfg = load_config(GRPOConfig, overrides=["env=one_right_tool", "env_args.max_turns=1", f"policy={trained_dir}",
+                                             "steps=8", "tasks_per_step=8",
                                              "group_size=8", "max_new_tokens=40", "lr=2e-4", "eval_every=0",
                                              "eval_tasks=4", "micro_batch_size=16", "zero_variance_patience=100"])
     train_grpo(cfg, tmp_path / "toy")

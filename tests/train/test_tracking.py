@@ -5,7 +5,7 @@ import pytest
 from agentic_rl.config import ConfigError, load_config
 from agentic_rl.train.sft import SFTConfig, train_sft
 
-from .conftest import SMALL_SFT
+from ..conftest import SMALL_SFT
 
 BASE = SMALL_SFT + ["demos=32", "max_steps=3", "eval_every=2", "eval_tasks=4", "batch_size=16"]
 

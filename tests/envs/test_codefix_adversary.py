@@ -30,7 +30,7 @@ from agentic_rl.runtime.parsing import format_tool_call
 from agentic_rl.runtime.rollout import run_episodes
 
 isolated = pytest.mark.skipif(not isolation_available(), reason="needs root and Linux namespaces for the sandbox")
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -183,7 +183,8 @@ def test_sandbox_has_no_network(sandbox):
 
 @isolated
 def test_sandbox_hides_the_corpus_and_runs_isolated_python(sandbox):
-    corpus_file = Path(__file__).resolve().parents[1] / "src/agentic_rl/envs/codefix/corpus.py"
+    corpus_file = Path(__file__).resolve().parents[2] / "src/agentic_rl/envs/codefix/corpus.py"
+    assert corpus_file.is_file()  # it is there on the host: only the sandbox must not see it
     r = _py(sandbox, f"import sys, os\nprint(sys.flags.isolated, os.getuid())\nprint(open({str(corpus_file)!r}).read()[:20])")
     assert r.stdout.split()[0] == "1" and r.stdout.split()[1] != "0"
     assert "FileNotFoundError" in r.stderr or "PermissionError" in r.stderr
