@@ -58,10 +58,15 @@ class EnvConfig(Config):
     """Seed for tasks and sampling: the same seed and config give the same numbers on the CPU."""
 
     @model_validator(mode="after")
-    def _env_exists_and_takes_env_args(self) -> EnvConfig:
-        from .envs import check_env_args  # envs import the runtime, which this module must not
+    def _env_can_be_built(self) -> EnvConfig:
+        """Build the env once now, so a wrong name or env_args is one clear line before any work starts."""
+        from .envs import check_env_args, make_env  # envs import the runtime, which this module must not
 
         check_env_args(self.env, self.env_args)
+        try:
+            make_env(self.env, **self.env_args).close()
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"env {self.env} with env_args {self.env_args}: {e}") from None
         return self
 
     def env_factory(self) -> Any:
