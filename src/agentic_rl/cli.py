@@ -3,6 +3,7 @@ report."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
@@ -70,36 +71,16 @@ def _train(train: Any, cfg: Config, out: Path, resume: bool) -> None:
         _fail(f"{type(e).__name__}: {e}", code=1)
 
 
-def _run_config() -> type[Config]:
-    from .pipeline import RunConfig
-
-    return RunConfig
-
-
-def _sft_config() -> type[Config]:
-    from .train.sft import SFTConfig
-
-    return SFTConfig
+def _lazy(module: str, name: str) -> Callable[[], type[Config]]:
+    """The config class `name` of `agentic_rl.<module>`, imported only when --help asks for it."""
+    return lambda: getattr(importlib.import_module(f"agentic_rl.{module}"), name)
 
 
-def _grpo_config() -> type[Config]:
-    from .train.grpo import GRPOConfig
-
-    return GRPOConfig
+RUN_NOTE = ("sft.KEY and grpo.KEY: any key of `agentic-rl sft --help` and `agentic-rl grpo --help` but env, env_args, "
+            "seed, device and policy, which the run sets for both.")
 
 
-def _lazy(name: str) -> Callable[[], type[Config]]:
-    def load() -> type[Config]:
-        from . import commands
-
-        return getattr(commands, name)
-
-    return load
-
-
-@app.command(context_settings=_KEYS, cls=_with_config_help(
-    _run_config, note="sft.KEY and grpo.KEY: any key of `agentic-rl sft --help` and `agentic-rl grpo --help` but "
-                      "env, env_args, seed, device and policy, which the run sets for both.", skip=("sft", "grpo")))
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("pipeline", "RunConfig"), RUN_NOTE, skip=("sft", "grpo")))
 def run(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         out: Path = typer.Option(Path("runs/run"), help="Run directory."),
@@ -117,7 +98,7 @@ def run(ctx: typer.Context,
     _train(run_pipeline, _config(RunConfig, ctx, config, base=base, env=env), out, resume)
 
 
-@app.command(context_settings=_KEYS, cls=_with_config_help(_sft_config))
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("train.sft", "SFTConfig")))
 def sft(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         out: Path = typer.Option(Path("runs/sft"), help="Run directory."),
@@ -129,7 +110,7 @@ def sft(ctx: typer.Context,
     _train(train_sft, _config(SFTConfig, ctx, config, env=env), out, resume)
 
 
-@app.command(context_settings=_KEYS, cls=_with_config_help(_grpo_config))
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("train.grpo", "GRPOConfig")))
 def grpo(ctx: typer.Context,
          env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
          policy: str | None = typer.Option(None, help="Starting policy (default: runs/sft/model)."),
@@ -142,7 +123,7 @@ def grpo(ctx: typer.Context,
     _train(train_grpo, _config(GRPOConfig, ctx, config, env=env, policy=policy), out, resume)
 
 
-@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("RolloutConfig")))
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("commands", "RolloutConfig")))
 def rollout(ctx: typer.Context,
             env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
             policy: str | None = typer.Option(None, help="Model (preset, directory, .gguf, Hub id), tiny, teacher, "
@@ -179,7 +160,7 @@ def rollout(ctx: typer.Context,
         atomic_write_json(json_out, [t.to_dict() for t in trajs])
 
 
-@app.command("eval", context_settings=_KEYS, cls=_with_config_help(_lazy("EvalConfig")))
+@app.command("eval", context_settings=_KEYS, cls=_with_config_help(_lazy("commands", "EvalConfig")))
 def eval_(ctx: typer.Context,
           env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
           policy: str | None = typer.Option(None, help="Model (preset, directory, .gguf, Hub id), teacher, "
@@ -240,7 +221,7 @@ def _print_regressions(worse: list[dict[str, Any]], a: Any, b: Any) -> None:
                       f"[{lo:.3f}, {hi:.3f}] ({w['better']} is better)")
 
 
-@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("DoctorConfig")))
+@app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("commands", "DoctorConfig")))
 def doctor(ctx: typer.Context,
            env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
            policy: str | None = typer.Option(None, help="Also check this policy (model, tiny, noisy-teacher, "
@@ -280,7 +261,7 @@ def doctor(ctx: typer.Context,
         raise typer.Exit(1)
 
 
-@app.command("probe-hacks", context_settings=_KEYS, cls=_with_config_help(_lazy("ProbeConfig")))
+@app.command("probe-hacks", context_settings=_KEYS, cls=_with_config_help(_lazy("commands", "ProbeConfig")))
 def probe_hacks(ctx: typer.Context,
                 env: str | None = typer.Option(None, help="Environment with exploit probes (default: codefix)."),
                 n: int | None = typer.Option(None, help="Held-out tasks to try every exploit on (default: 3)."),
