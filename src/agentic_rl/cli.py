@@ -249,11 +249,11 @@ def doctor(ctx: typer.Context,
     except ValueError as err:
         _fail(str(err))
     table = Table(title=f"doctor: {cfg.env}" + (f" with {cfg.policy}" if cfg.policy else ""))
-    for col in ("check", "verdict", "measured", "next step"):
+    for col in ("check", "verdict", "observed", "next step"):
         table.add_column(col)
     colour = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
     for c in checks:
-        table.add_row(c.name, f"[{colour[c.verdict]}]{c.verdict}[/]", escape(c.measured), escape(c.next_step))
+        table.add_row(c.name, f"[{colour[c.verdict]}]{c.verdict}[/]", escape(c.observed), escape(c.next_step))
     console.print(table)
     if json_out:
         atomic_write_json(json_out, as_json(checks))

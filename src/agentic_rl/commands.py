@@ -112,7 +112,7 @@ class DoctorConfig(PolicyConfig):
 
 
 class ProbeConfig(EnvConfig):
-    """`agentic-rl probe-hacks`: every known reward hack of an env, tried by a scripted agent."""
+    """`agentic-rl probe-hacks`: every known reward hack of an env, attempted by a scripted agent."""
 
     env: str = "codefix"
     """Environment with exploit probes (codefix)."""

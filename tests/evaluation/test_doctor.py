@@ -74,9 +74,9 @@ def test_turns_the_sampler_would_cut_off_fail_with_the_limit_to_set(tiny_dir):
     tasks = [t for t in env.tasks("eval", 40) if t.kind == "two_step"][:3]  # calls with arguments: the long turns
     teacher = run_episodes(lambda: make_env("tool_use"), tasks, TeacherPolicy(), seed=0)
     short = check_turn_limit(teacher, HFPolicy(tiny_dir, SamplingConfig(max_new_tokens=8)))
-    assert short.verdict == "FAIL" and "samples at most 8" in short.measured
+    assert short.verdict == "FAIL" and "samples at most 8" in short.observed
     longest = int(short.next_step.rsplit(" ", 1)[1])
-    assert longest > 8 and f"longest turn is {longest} tokens" in short.measured
+    assert longest > 8 and f"longest turn is {longest} tokens" in short.observed
     assert check_turn_limit(teacher, HFPolicy(tiny_dir, SamplingConfig(max_new_tokens=longest))).verdict == "PASS"
     assert check_turn_limit(teacher, TeacherPolicy()) is None  # no tokens, no limit
     checks = _by_name(run_doctor(lambda: make_env("tool_use"), HFPolicy(tiny_dir, SamplingConfig(max_new_tokens=8)),
@@ -109,7 +109,7 @@ def test_exploit_probes_are_a_check_where_the_env_has_them():
     env = CodeFixEnv()
     task = next(t for t in env.tasks("eval", 6, 0) if t.get("module") == "truncate")  # a mutant that halts
     check = check_exploits(env, [task])
-    assert check.verdict == "PASS" and "exploit probes ≤ no-op" in check.measured
+    assert check.verdict == "PASS" and "exploit probes ≤ no-op" in check.observed
 
 
 def test_a_random_agent_is_told_to_do_sft_first_and_a_competent_one_passes():

@@ -32,7 +32,7 @@ BEAT_RANDOM_BY = 0.05  # the policy's success rate must beat a random agent's by
 class Check:
     name: str
     verdict: Verdict
-    measured: str
+    observed: str
     next_step: str
 
 
@@ -141,10 +141,10 @@ def check_beats_random(sampled: list[Trajectory], random_: list[Trajectory]) -> 
     """RL sharpens what a policy can already sometimes do; a policy no better than random has nothing to sharpen."""
     p = sum(t.success for t in sampled) / max(len(sampled), 1)
     r = sum(t.success for t in random_) / max(len(random_), 1)
-    measured = f"policy succeeds on {p:.0%} of samples, a random agent on {r:.0%}"
+    observed = f"policy succeeds on {p:.0%} of samples, a random agent on {r:.0%}"
     if p >= r + BEAT_RANDOM_BY:
-        return Check("policy beats random", "PASS", measured, "")
-    return Check("policy beats random", "FAIL", measured + f" (needs +{BEAT_RANDOM_BY:.0%})",
+        return Check("policy beats random", "PASS", observed, "")
+    return Check("policy beats random", "FAIL", observed + f" (needs +{BEAT_RANDOM_BY:.0%})",
                  "do SFT first: RL needs a policy that already succeeds sometimes")
 
 
@@ -152,20 +152,20 @@ def check_grpo_signal(trajs: list[Trajectory], group: int, temperature: float) -
     groups = [trajs[i:i + group] for i in range(0, len(trajs), group)]
     live = sum(len({round(t.reward, 9) for t in g}) > 1 for g in groups) / max(len(groups), 1)
     mean_success = sum(t.success for t in trajs) / max(len(trajs), 1)
-    measured = f"{live:.0%} of {len(groups)} groups (G={group}, T={temperature}) have reward variance"
+    observed = f"{live:.0%} of {len(groups)} groups (G={group}, T={temperature}) have reward variance"
     if live >= SIGNAL_BAR and mean_success == 0:
         # the variance is all shaping (call costs, penalties): GRPO would only learn to do less
-        return Check("GRPO has a learning signal", "WARN", measured + ", but no sample succeeds",
+        return Check("GRPO has a learning signal", "WARN", observed + ", but no sample succeeds",
                      "more SFT first: rewards differ only by shaping costs, so GRPO would learn to act less")
     if live >= SIGNAL_BAR:
-        return Check("GRPO has a learning signal", "PASS", measured + f"; success {mean_success:.0%}", "")
+        return Check("GRPO has a learning signal", "PASS", observed + f"; success {mean_success:.0%}", "")
     if mean_success < 0.1:
         step = "more SFT, or easier tasks: almost every sample fails the same way"
     elif mean_success > 0.9:
         step = "harder tasks: almost every sample succeeds"
     else:
         step = f"raise group_size (now {group}) or temperature (now {temperature})"
-    return Check("GRPO has a learning signal", "WARN" if live > 0 else "FAIL", measured, step)
+    return Check("GRPO has a learning signal", "WARN" if live > 0 else "FAIL", observed, step)
 
 
 def check_turn_limit(teacher: list[Trajectory], policy: Policy) -> Check | None:
@@ -175,10 +175,10 @@ def check_turn_limit(teacher: list[Trajectory], policy: Policy) -> Check | None:
     if renderer is None or sampling is None:
         return None
     longest = longest_assistant_turn(renderer.render(t.messages) for t in teacher)
-    measured = f"the teacher's longest turn is {longest} tokens; the policy samples at most {sampling.max_new_tokens}"
+    observed = f"the teacher's longest turn is {longest} tokens; the policy samples at most {sampling.max_new_tokens}"
     if longest <= sampling.max_new_tokens:
-        return Check("turns fit the sampler", "PASS", measured, "")
-    return Check("turns fit the sampler", "FAIL", measured, f"sample with max_new_tokens ≥ {longest}")
+        return Check("turns fit the sampler", "PASS", observed, "")
+    return Check("turns fit the sampler", "FAIL", observed, f"sample with max_new_tokens ≥ {longest}")
 
 
 def _text(message: dict[str, Any]) -> str:

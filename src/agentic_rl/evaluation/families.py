@@ -185,8 +185,8 @@ def fault_facts(t: Trajectory) -> dict[str, tuple[float, float]]:
     faults = [i for i, x in enumerate(turns) if x.get("fault")]
     if not faults:
         return {}
-    retried = sum(i + 1 < len(turns) and turns[i + 1].get("tool") == turns[i].get("tool") for i in faults)
-    return {"recovery_rate": (float(t.success), 1.0), "retry_after_fault_rate": (retried, len(faults))}
+    repeated = sum(i + 1 < len(turns) and turns[i + 1].get("tool") == turns[i].get("tool") for i in faults)
+    return {"recovery_rate": (float(t.success), 1.0), "retry_after_fault_rate": (repeated, len(faults))}
 
 
 # --- aggregation with a task-level bootstrap -----------------------------------------------------------------------

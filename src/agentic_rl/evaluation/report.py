@@ -144,7 +144,7 @@ def _curves(run: Path) -> str:
     if sft:
         charts.append(line_chart("SFT loss (masked cross-entropy)", {"loss": pts(sft, "loss")}))
         if evals(sft):
-            charts.append(line_chart("SFT held-out success", {"success": evals(sft)}))
+            charts.append(line_chart("SFT success on held-out tasks", {"success": evals(sft)}))
     if grpo:
         charts.append(line_chart("GRPO reward", {"mean": pts(grpo, "reward_mean"), "std": pts(grpo, "reward_std")}))
         charts.append(line_chart("GRPO success", {"batch": pts(grpo, "success_rate"), "held-out": evals(grpo)}))
