@@ -3,7 +3,7 @@
 Between turns a tool observation is appended and prefilled; the KV cache carries across turns, so splitting the
 same generation into more turns should cost little. Prints tokens/s by turn count and ratio_8_to_1 (each repeat's
 8-turn rate over its 1-turn rate, the median over repeats) — for the sampler's attention (`sdpa_packed_gqa`,
-policies/attention.py) and, interleaved in the same run, for transformers' plain `sdpa`, which copies the KV cache
+policies/hf/attention.py) and, interleaved in the same run, for transformers' plain `sdpa`, which copies the KV cache
 per grouped head on every observation prefill.
 
     python benchmarks/multiturn_scaling.py [--episodes 32] [--tokens 128] [--json FILE]

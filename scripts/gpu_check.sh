@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from agentic_rl.envs import make_env
-from agentic_rl.logprobs import sequence_logprobs
+from agentic_rl.train.logprobs import sequence_logprobs
 from agentic_rl.policies import HFPolicy, SamplingConfig
-from agentic_rl.rollout import run_episodes
+from agentic_rl.runtime.rollout import run_episodes
 
 out, seconds = Path(sys.argv[1]), sys.argv[2]
 for stage in ("sft", "grpo"):

@@ -41,3 +41,26 @@ def test_overlay_sets_values_without_marking_them_as_the_users():
     copy = overlay(cfg, policy="runs/x/model", seed=4)
     assert (copy.policy, copy.seed, copy.lr) == ("runs/x/model", 4, 1e-3)
     assert copy.given("lr", "policy", "seed") == ["lr"] and copy.unused_keys() == []
+
+
+def test_an_envs_or_a_models_run_defaults_are_not_the_users_keys():
+    """codefix's run defaults set sft.epochs and a pretrained model's set sft.max_steps: neither is the user's."""
+    from agentic_rl.pipeline import RunConfig, env_run_defaults
+
+    for args, env in ((["sft.max_steps=5"], "codefix"), (["policy=smollm2-135m"], "codefix")):
+        cfg = load_config(RunConfig, None, args, base=env_run_defaults(None, args, env), env=env)
+        assert cfg.sft.given("epochs") == [] and cfg.sft.epochs == 2.0
+    with pytest.raises(ConfigError, match="epochs: it is used only with max_steps=null"):  # both the user's: refused
+        load_config(RunConfig, None, ["sft.epochs=1", "sft.max_steps=3"])
+
+
+def test_doctor_refuses_policy_settings_without_a_policy_and_a_bad_env_value_is_one_line():
+    from agentic_rl.commands import DoctorConfig
+
+    with pytest.raises(ConfigError, match="group: it is used only with a policy"):
+        load_config(DoctorConfig, None, ["group=8"])
+    assert load_config(DoctorConfig, None, ["group=8", "policy=random"]).group == 8
+    with pytest.raises(ConfigError, match=r"env codefix with env_args .*AttributeError"):
+        load_config(DoctorConfig, None, ["env=codefix", "env_args.modules=[1]"])
+    with pytest.raises(ConfigError, match="max_new_tokens"):
+        load_config(GRPOConfig, None, ["max_new_tokens=0"])

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
+
 from .config import ConfigError, EnvConfig
 from .device import Device
 from .envs import Env
@@ -30,7 +32,7 @@ class PolicyConfig(EnvConfig):
     teacher, noisy-teacher, random or script:FILE."""
     temperature: float = 1.0
     """Sampling temperature of a model policy (0: greedy)."""
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None = Field(None, ge=1)
     """Most tokens in one assistant turn of a model policy; None: the env's own (`Env.max_new_tokens`)."""
     device: Device = "auto"
     """Where a model policy runs: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu` or `cuda`."""
@@ -42,9 +44,9 @@ class PolicyConfig(EnvConfig):
                     for k in self.given("temperature", "max_new_tokens", "device")]
         return out
 
-    def load(self, env: Env, policy: str | None = None) -> Policy:
-        """The policy (or `policy` instead), sampling with this config's settings and the env's turn budget."""
-        spec = policy or self.policy
+    def load(self, env: Env) -> Policy:
+        """The policy, sampling with this config's settings and the env's turn budget."""
+        spec = self.policy
         if spec is None:
             raise ConfigError("give a policy: policy=SPEC or --policy SPEC (a model, tiny, teacher, noisy-teacher, "
                               "random or script:FILE)")
@@ -109,6 +111,11 @@ class DoctorConfig(PolicyConfig):
     """Held-out tasks per check."""
     group: int = 4
     """G for the GRPO-signal check."""
+
+    def unused_keys(self) -> list[str]:
+        return super().unused_keys() + self.ignored_unless(
+            *((key, "a policy (policy=SPEC)", self.policy is not None)
+              for key in ("group", "temperature", "max_new_tokens", "device")))
 
 
 class ProbeConfig(EnvConfig):

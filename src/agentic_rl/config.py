@@ -65,8 +65,9 @@ class EnvConfig(Config):
         check_env_args(self.env, self.env_args)
         try:
             make_env(self.env, **self.env_args).close()
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"env {self.env} with env_args {self.env_args}: {e}") from None
+        except Exception as e:  # whatever the constructor says of a bad value, as one line
+            why = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            raise ValueError(f"env {self.env} with env_args {self.env_args}: {why}") from None
         return self
 
     def env_factory(self) -> Any:
@@ -126,14 +127,23 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must hold a mapping of keys to values")
-    data = deep_merge(base or {}, data)
-    data = deep_merge(data, {k: v for k, v in explicit.items() if v is not None})
-    data = deep_merge(data, parse_overrides(overrides or []))
-    cfg = validate(cls, data)
+    given = deep_merge(data, {k: v for k, v in explicit.items() if v is not None})
+    given = deep_merge(given, parse_overrides(overrides or []))
+    cfg = validate(cls, deep_merge(base or {}, given))
+    _mark_given(cfg, given)  # `base` is the program's defaults: only what the user wrote counts as set
     unused = cfg.unused_keys()
     if unused:
         raise ConfigError(f"invalid {cls.__name__}:\n  " + "\n  ".join(unused))
     return cfg
+
+
+def _mark_given(cfg: BaseModel, given: dict[str, Any]) -> None:
+    """Make `cfg.model_fields_set` (and its nested configs') the keys present in `given`."""
+    cfg.__pydantic_fields_set__ = {k for k in given if k in type(cfg).model_fields}
+    for name in type(cfg).model_fields:
+        value = getattr(cfg, name)
+        if isinstance(value, BaseModel):
+            _mark_given(value, given.get(name) if isinstance(given.get(name), dict) else {})
 
 
 def validate(cls: type[C], data: dict[str, Any]) -> C:
@@ -185,8 +195,7 @@ def fields_help(cls: type[BaseModel], prefix: str = "", skip: tuple[str, ...] = 
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             rows += fields_help(ann, f"{prefix}{name}.")
             continue
-        default = field.get_default(call_default_factory=True)
-        rows.append((f"{prefix}{name}", yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("..."
-                                                                                                           ).strip(),
+        default = yaml.safe_dump(field.get_default(call_default_factory=True), default_flow_style=True)
+        rows.append((f"{prefix}{name}", default.strip().removesuffix("...").strip(),
                      " ".join((field.description or "").split())))
     return rows

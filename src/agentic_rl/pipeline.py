@@ -135,8 +135,7 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
     turn_tokens = cfg.grpo.max_new_tokens or env.max_new_tokens
     sampling = SamplingConfig(cfg.eval_temperature, turn_tokens)
-    policy = cfg.policy
-    start = out / "sft" / "init" if policy == "tiny" else policy  # the model SFT started from
+    start = out / "sft" / "init" if cfg.policy == "tiny" else cfg.policy  # the model SFT started from
     dev = cfg.device
     policies = {"prompted": HFPolicy(start, sampling, device=dev),
                 "teacher": TeacherPolicy(noise if noise is not None else dict(env.default_noise)),

@@ -29,7 +29,7 @@ class TrainerConfig(EnvConfig):
     """`bf16`: the training forwards' matrix products under bf16 autocast (weights, gradients, optimizer state and
     the vocabulary projection stay fp32); `auto`: bf16 on a GPU that has it, fp32 on the CPU, where bf16 gives no
     speed-up over a whole run and uses more memory (docs/design-notes.md#precision-bf16-on-cpu)."""
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None = Field(None, ge=1)
     """Most tokens per assistant turn when sampling (None: the env's own, `Env.max_new_tokens`); SFT refuses
     demonstrations with a longer turn."""
     report_to: list[ReportTo] = Field(default_factory=list)

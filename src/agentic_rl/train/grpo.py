@@ -117,8 +117,8 @@ class GRPOConfig(TrainerConfig):
 
 def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
+    cfg, env_factory, env = cfg.open_env()  # the config as it runs (the env's turn budget filled in) is the one saved
     out, ckpt = Path(out), prepare_run_dir("GRPO", cfg, out, resume)
-    cfg, env_factory, env = cfg.open_env()
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
     policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens),
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)

@@ -104,8 +104,8 @@ class SFTConfig(TrainerConfig):
 
 def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
+    cfg, env_factory, env = cfg.open_env()  # the config as it runs (the env's turn budget filled in) is the one saved
     out, ckpt = Path(out), prepare_run_dir("SFT", cfg, out, resume)
-    cfg, env_factory, env = cfg.open_env()
 
     # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.
     init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
