@@ -74,7 +74,7 @@ def test_sft_end_to_end_writes_summary_and_a_plain_hf_checkpoint(tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == s
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [1, 2, 3, 4, 5, 6] and lines[2]["eval"]["episodes"] == 8
-    assert (tmp_path / "run" / "config.yaml").read_text() == cfg.to_yaml()
+    assert (tmp_path / "run" / "config.yaml").read_text() == cfg.open_env()[0].to_yaml()  # as it ran: the env's turn budget in
     # checkpoint round-trip: the saved model gives the same logits as a reload of itself, with plain transformers
     m = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")
     ck = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "checkpoints" / "step-0000006")
