@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from agentic_rl.cli import app
 from agentic_rl.envs import make_env
 from agentic_rl.envs.codefix.sandbox import isolation_available
+from agentic_rl.envs.tool_env import Score
 from agentic_rl.envs.tool_use import ToolUseEnv
 from agentic_rl.evaluation.doctor import run_doctor
 from agentic_rl.policies import HFPolicy, SamplingConfig, TeacherPolicy
@@ -41,12 +42,8 @@ class NoisyRewardEnv(ToolUseEnv):
 class UnsolvableEnv(ToolUseEnv):
     """A broken env: every answer is judged wrong."""
 
-    def step(self, action):
-        result = super().step(action)
-        if result.terminated:
-            result.info["success"] = False
-            result.reward = 0.0
-        return result
+    def score(self, task, answer):
+        return Score(0.0, False)
 
 
 def test_broken_envs_fail_with_a_next_step():

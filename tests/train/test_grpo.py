@@ -103,7 +103,7 @@ def test_observation_tokens_receive_no_gradient(trained_dir, env, monkeypatch):
 
 def _one_right_tool():
     """A toy env: the first turn earns 1 if it calls `search` (any arguments), else 0. Nothing else matters."""
-    from agentic_rl.envs.base import StepResult
+    from agentic_rl.envs.base import EpisodeRecord, StepResult
     from agentic_rl.envs.tool_use import ToolUseEnv
     from agentic_rl.runtime.parsing import ToolCall, parse_turn
 
@@ -111,7 +111,7 @@ def _one_right_tool():
         def step(self, action):
             p = parse_turn(action)  # any arguments: only the choice of tool is rewarded
             r = float(isinstance(p, ToolCall) and p.name == "search")
-            return StepResult([], r, True, False, {"success": bool(r), "episode_reward": r})
+            return StepResult([], r, True, False, episode=EpisodeRecord(bool(r), r))
 
     return OneRightTool
 

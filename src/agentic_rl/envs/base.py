@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import random
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
-from ..runtime.parsing import ToolCall, parse_turn
+from ..runtime.parsing import message_call
 from ..runtime.tools import Toolbox
 
 Split = Literal["train", "eval"]
@@ -49,15 +50,50 @@ class Task:
         return dict(self.meta).get(key, default)
 
 
+@dataclass(frozen=True)
+class TurnRecord:
+    """What the env made of one assistant turn; kept per turn (`Trajectory.info["turn_info"]`) for evaluation."""
+
+    parsed: Literal["FinalAnswer", "ToolCall", "ParseError"]
+    tool: str | None = None  # the tool called, also when the call met a fault
+    fault: bool = False  # the call met an injected transient fault and did not run
+    stuck: bool = False  # the stuck detector fired: a repeat, an A-B-A-B alternation, a re-read of what is unchanged
+    parse_error: str | None = None  # the ParseError's kind
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """The episode's totals, reported on its last step; they become `Trajectory.success` and `Trajectory.info`."""
+
+    success: bool  # the env's verifiable check passed
+    episode_reward: float  # the sum of the episode's per-turn rewards
+    turns: int = 0  # assistant turns
+    tool_calls: int = 0  # calls that ran (neither faulted nor failing to parse)
+    faults: int = 0  # calls that met an injected fault
+    invalid: int = 0  # turns that failed to parse (or called a tool with invalid arguments)
+    stuck_turns: int = 0  # turns the stuck detector fired on
+    extra_calls: int = 0  # calls beyond the reference solution (envs with reference solutions)
+    no_answer: bool = False  # no submission (a turn or time limit ended the episode) or an empty one
+
+
 @dataclass
 class StepResult:
-    """What `Env.step` returns, as in Gymnasium: observation messages, this turn's reward, and the end flags."""
+    """What `Env.step` returns, as in Gymnasium: observation messages, this turn's reward, the end flags, and typed
+    records of the turn and (on the last step) the episode."""
 
     observation: list[Message]  # messages to append to the conversation (empty when the episode ends)
     reward: float  # this turn's reward; the per-turn rewards of an episode sum to its final reward
     terminated: bool  # the agent ended the episode: a final answer, or a submitting tool (codefix's finish())
     truncated: bool  # a limit of the env ended the episode (the turn limit; codefix's time per episode)
-    info: dict[str, Any] = field(default_factory=dict)
+    turn: TurnRecord | None = None
+    episode: EpisodeRecord | None = None  # set on the step that ends the episode
+    extra: dict[str, Any] = field(default_factory=dict)  # env-specific facts (codefix: the grade's details)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """Everything the step reports, flat (Gymnasium's `info`): the turn's record, the episode's, the extras."""
+        return {**(asdict(self.turn) if self.turn else {}), **(asdict(self.episode) if self.episode else {}),
+                **self.extra}
 
 
 class Env(ABC):
@@ -113,6 +149,9 @@ class Env(ABC):
     # every turn the teacher demonstrates.
     max_new_tokens: ClassVar[int] = 96
 
+    # Whether the env takes `fault_rate` and injects transient tool faults (robustness evaluation varies it).
+    supports_faults: ClassVar[bool] = False
+
     # Whether Task.reference is this env's solution in tool calls (tool_use), so evaluation can score tool choice,
     # arguments and restraint against it; codefix has no single reference sequence.
     reference_solutions: ClassVar[bool] = False
@@ -161,12 +200,7 @@ def reference_turns(ref: list[tuple[str, dict[str, Any]]], messages: list[Messag
         turn += 1
         if len(out) == len(ref) or i + 1 >= len(messages) or messages[i + 1]["role"] != "tool":
             continue
-        calls = m.get("tool_calls") or []
-        if calls:
-            call = (calls[0]["function"]["name"], calls[0]["function"]["arguments"])
-        else:
-            parsed = parse_turn(m.get("content") or "")
-            call = (parsed.name, parsed.arguments) if isinstance(parsed, ToolCall) else None
+        call = message_call(m)
         if call == ref[len(out)] and not str(messages[i + 1]["content"]).startswith("error"):
             out.append(turn)
     return out
@@ -181,6 +215,43 @@ def stable_hash(*parts: Any) -> int:
 def split_of(key: str, eval_fraction: float = 0.2) -> Split:
     """Assign a task's content key to a split by hash: disjoint by construction, stable across versions."""
     return "eval" if stable_hash("split", key) % 1000 < eval_fraction * 1000 else "train"
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One drawn task before it gets its id: what decides its split (`key`: a template, an entity — content that
+    must not cross splits) and what makes two drafts the same task (`identity`)."""
+
+    key: str
+    identity: str
+    kind: str
+    prompt: str
+    answer: str
+    reference: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    meta: tuple[tuple[str, Any], ...] = ()
+
+
+def draw_tasks(env_name: str, split: Split, n: int, seed: int, draw: Callable[[random.Random], Draft],
+               eval_fraction: float = 0.2, tries_per_task: int = 200) -> list[Task]:
+    """`n` distinct tasks of `split`: drafts from `draw` whose key hashes into this split, with stable ids
+    (`<env>/<split>/<hash of the identity>`). Deterministic for `seed`; ValueError when the generator runs dry."""
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+    rng = random.Random(stable_hash(env_name, split, seed))
+    out: list[Task] = []
+    seen: set[str] = set()
+    for _ in range(n * tries_per_task):
+        if len(out) == n:
+            break
+        d = draw(rng)
+        if split_of(d.key, eval_fraction) != split or d.identity in seen:
+            continue
+        seen.add(d.identity)
+        tid = f"{env_name}/{split}/{stable_hash(d.identity) % 16**10:010x}"
+        out.append(Task(tid, split, d.kind, d.prompt, d.answer, d.reference, d.meta))
+    if len(out) < n:
+        raise ValueError(f"could only make {len(out)} distinct {env_name} {split} tasks, asked for {n}")
+    return out
 
 
 def check_env(env_factory: Any, n: int = 50, seed: int = 0) -> list[str]:
@@ -222,9 +293,11 @@ def check_env(env_factory: Any, n: int = 50, seed: int = 0) -> list[str]:
                 break
         if result is None or not result.terminated:
             problems.append(f"teacher did not finish task {task.id} within {env.max_turns} turns")
-        elif not result.info.get("success"):
+        elif result.episode is None:
+            problems.append(f"the last step of {task.id} reports no EpisodeRecord")
+        elif not result.episode.success:
             problems.append(f"teacher failed task {task.id}: {task.prompt!r}")
-        elif abs(total - result.info.get("episode_reward", total)) > 1e-9:
+        elif abs(total - result.episode.episode_reward) > 1e-9:
             problems.append(f"per-turn rewards of {task.id} do not sum to the episode reward")
         e1.close(), e2.close()
     return problems

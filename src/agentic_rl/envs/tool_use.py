@@ -36,20 +36,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ..runtime.parsing import FinalAnswer, ParseError, format_tool_call, parse_turn
+from ..runtime.parsing import format_tool_call, message_text
 from ..runtime.tools import Toolbox, ToolError, to_json
-from .base import (
-    FAULT_TEXT,
-    Env,
-    Message,
-    Split,
-    StepResult,
-    Task,
-    injects_fault,
-    reference_turns,
-    split_of,
-    stable_hash,
-)
+from .base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns, stable_hash
+from .tool_env import Score, ToolEnv
 
 CALL_COST = 0.1
 INVALID_COST = 0.2
@@ -224,6 +214,10 @@ class _Draw:
         return (("template", self.template), ("lang", self.lang), ("params", tuple(sorted(self.params.items()))),
                 ("day", self.day))
 
+    def draft(self) -> Draft:
+        ref = tuple((name, tuple(sorted(args.items()))) for name, args in self.calls)
+        return Draft(self.key, self.identity, self.kind, self.prompt, self.answer, ref, self.meta)
+
     @property
     def identity(self) -> str:
         """What makes two draws the same task. A weather question asked on another day has another answer, so it is
@@ -295,7 +289,7 @@ def answers_match(given: str, gold: str) -> bool:
         return False
 
 
-class ToolUseEnv(Env):
+class ToolUseEnv(ToolEnv):
     """Choose the right tool, skip needless calls, retry transient faults, answer and stop."""
 
     name: ClassVar[str] = "tool_use"
@@ -306,6 +300,7 @@ class ToolUseEnv(Env):
                                                  "no_answer": 0.08, "extra_call": 0.15, "guess": 0.12}
 
     reference_solutions: ClassVar[bool] = True
+    supports_faults: ClassVar[bool] = True
 
     def __init__(self, fault_rate: float = 0.15, max_turns: int = 6, kinds: list[str] | None = None):
         """`kinds` restricts the task mix (for curricula and focused runs); None means all of KIND_WEIGHTS."""
@@ -318,33 +313,15 @@ class ToolUseEnv(Env):
         if max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {max_turns}")
         self.fault_rate, self.max_turns = fault_rate, max_turns
-        self._day = 0  # the world's current day: the task's, set by reset()
+        self._day = 0  # the world's current day: the task's, set by start()
         self.tools = Toolbox([calculator, weather_tool(lambda: self._day), search])
         self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
-        self._task: Task | None = None
 
     # -- tasks --
 
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-        rng = random.Random(stable_hash("tool_use", split, seed))
         kinds = [k for k, w in KIND_WEIGHTS.items() if k in self.kinds for _ in range(w)]
-        out: list[Task] = []
-        seen: set[str] = set()
-        for _ in range(n * 200):
-            if len(out) == n:
-                break
-            d = _make(rng.choice(kinds), rng)
-            if split_of(d.key) != split or d.identity in seen:
-                continue
-            seen.add(d.identity)
-            tid = f"tool_use/{split}/{stable_hash(d.identity) % 16**10:010x}"
-            ref = tuple((name, tuple(sorted(args.items()))) for name, args in d.calls)
-            out.append(Task(tid, split, d.kind, d.prompt, d.answer, ref, d.meta))
-        if len(out) < n:
-            raise ValueError(f"could only make {len(out)} distinct {split} tasks, asked for {n}")
-        return out
+        return draw_tasks("tool_use", split, n, seed, lambda rng: _make(rng.choice(kinds), rng).draft())
 
     def _perturbed(self, task: Task, how: str) -> Task | None:
         """The same question in another form: a phrasing never trained on, the template's words upper-cased, extra
@@ -366,51 +343,20 @@ class ToolUseEnv(Env):
 
     # -- the episode --
 
-    def reset(self, task: Task) -> list[Message]:
-        self._task, self._day = task, int(task.get("day", 0))
-        self._turns = self._calls = self._faults = self._invalid = 0
-        self._total = 0.0
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
+    def start(self, task: Task) -> None:
+        self._day = int(task.get("day", 0))  # the world's current day: the task's
 
-    def step(self, action: str) -> StepResult:
-        if self._task is None:
-            raise RuntimeError("call reset(task) before step()")
-        task, self._turns = self._task, self._turns + 1
-        parsed = parse_turn(action, self.tools)
-        reward, obs, info = 0.0, [], {"parsed": type(parsed).__name__, "fault": False}
-        if isinstance(parsed, FinalAnswer):
-            correct = answers_match(parsed.text, task.answer)
-            reward += float(correct)
-            info.update(success=correct, answer=parsed.text, no_answer=not parsed.text)
-            return self._end(reward, obs, info, terminated=True)
-        if isinstance(parsed, ParseError):
-            reward -= INVALID_COST
-            self._invalid += 1
-            info["parse_error"] = parsed.kind
-            obs = [{"role": "tool", "content": f"error: {parsed.message}"}]
-        else:
-            call_index = self._calls + self._faults
-            if injects_fault(task.id, call_index, self._faults, self.fault_rate):
-                self._faults += 1
-                info["fault"] = True
-                obs = [{"role": "tool", "name": parsed.name, "content": FAULT_TEXT}]
-            else:
-                self._calls += 1
-                if self._calls > len(task.reference):
-                    reward -= CALL_COST
-                obs = [{"role": "tool", "name": parsed.name, "content": self.tools.call(parsed.name, parsed.arguments).content}]
-            info["tool"] = parsed.name
-        if self._turns >= self.max_turns:
-            info.update(success=False, no_answer=True)
-            return self._end(reward, [], info, terminated=False)
-        self._total += reward
-        return StepResult(obs, reward, False, False, info)
+    def score(self, task: Task, answer: str) -> Score:
+        return Score(float(answers_match(answer, task.answer)), answers_match(answer, task.answer), not answer,
+                     {"answer": answer})
 
-    def _end(self, reward: float, obs: list[Message], info: dict[str, Any], terminated: bool) -> StepResult:
-        self._total += reward
-        info.update(episode_reward=self._total, tool_calls=self._calls, faults=self._faults, invalid=self._invalid,
-                    extra_calls=max(0, self._calls - len(self._task.reference)))
-        return StepResult(obs, reward, terminated, not terminated, info)
+    def turn_reward(self, task: Task, turn: TurnRecord) -> float:
+        """INVALID_COST for a turn that does not parse; CALL_COST for a call that ran beyond the reference's count."""
+        if turn.parsed == "ParseError":
+            return -INVALID_COST
+        if not turn.fault and self._calls > len(task.reference):
+            return -CALL_COST
+        return 0.0
 
     # -- the teacher --
 
@@ -428,8 +374,7 @@ class ToolUseEnv(Env):
         if last == FAULT_TEXT:
             if noise.get("no_retry"):
                 return _wrong_answer(task)
-            prev = next(m for m in reversed(messages) if m["role"] == "assistant")
-            return prev["content"] if isinstance(prev.get("content"), str) and prev["content"] else _call_text(prev)
+            return message_text(next(m for m in reversed(messages) if m["role"] == "assistant"))
         if n_assist == 0:
             if noise.get("no_answer"):
                 return ""
@@ -456,14 +401,6 @@ def _needless_expression(task: Task) -> str:
     if task.get("template") == "trivial_add":
         return f"{params['a']} + {params['b']}"
     return "1 + 1"
-
-
-def _call_text(message: Message) -> str:
-    calls = message.get("tool_calls") or []
-    if not calls:
-        return ""
-    fn = calls[0]["function"]
-    return format_tool_call(fn["name"], fn["arguments"])
 
 
 def _wrong_call(task: Task) -> tuple[str, dict[str, Any]]:

@@ -16,7 +16,7 @@ import jsonschema
 
 from ..envs.base import Env, check_env
 from ..policies import Policy, RandomPolicy, TeacherPolicy
-from ..runtime.parsing import ParseError, parse_turn
+from ..runtime.parsing import ParseError, message_text, parse_turn
 from ..runtime.render import longest_assistant_turn
 from ..runtime.rollout import run_episodes
 from ..runtime.trajectory import Trajectory
@@ -129,7 +129,7 @@ def check_parse_rate(trajs: list[Trajectory], env: Env, eos_id: int | None = Non
             n += 1
             ended = eos_id is None or not t.assistant_ids or (i < len(t.assistant_ids) and t.assistant_ids[i][-1:]
                                                               == [eos_id])
-            ok += ended and not isinstance(parse_turn(_text(m), env.tools), ParseError)
+            ok += ended and not isinstance(parse_turn(message_text(m), env.tools), ParseError)
     rate = ok / max(n, 1)
     if rate >= PARSE_BAR:
         return Check("policy's turns parse", "PASS", f"{rate:.0%} of {n} turns well-formed", "")
@@ -179,15 +179,6 @@ def check_turn_limit(teacher: list[Trajectory], policy: Policy) -> Check | None:
     if longest <= sampling.max_new_tokens:
         return Check("turns fit the sampler", "PASS", observed, "")
     return Check("turns fit the sampler", "FAIL", observed, f"sample with max_new_tokens ≥ {longest}")
-
-
-def _text(message: dict[str, Any]) -> str:
-    if message.get("tool_calls"):
-        from ..runtime.parsing import format_tool_call
-
-        fn = message["tool_calls"][0]["function"]
-        return format_tool_call(fn["name"], fn["arguments"])
-    return message.get("content") or ""
 
 
 def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int = 20, group: int = 4,

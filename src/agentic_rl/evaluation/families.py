@@ -21,7 +21,6 @@ or null (informational: not compared).
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -68,8 +67,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("trajectory", "turns_per_episode", "lower", "assistant turns"),
     Metric("trajectory", "tool_calls_per_episode", None, "valid tool calls (faulted ones included)"),
     Metric("trajectory", "redundant_calls_per_episode", "lower", "calls repeating an earlier call that got through"),
-    Metric("trajectory", "loop_rate", "lower", "episodes where the stuck detector fired (the env's, or: a repeated "
-                                               "action with the same observation, or A-B-A-B)"),
+    Metric("trajectory", "loop_rate", "lower", "episodes where the env's stuck detector fired (a repeated action with "
+                                               "the same observation, A-B-A-B, a re-read of what is unchanged)"),
     Metric("trajectory", "premature_stop_rate", "lower", "episodes that stopped without success before the answer "
                                                          "could be known"),
     Metric("trajectory", "overdue_stop_rate", "lower", "episodes that made tool calls after the answer was known"),
@@ -108,18 +107,6 @@ def _key(name: str, args: Any) -> tuple[str, str]:
     return name, json.dumps(args, sort_keys=True, ensure_ascii=False)
 
 
-def _generic_stuck(calls: list[tuple[int, str, Any, str]]) -> bool:
-    """For envs without a stuck detector: an action repeated with the same observation, or A-B-A-B."""
-    keys = [_key(name, args) for _, name, args, _ in calls]
-    seen: set[tuple[Any, str]] = set()
-    for (key, (_, _, _, obs)) in zip(keys, calls):
-        if obs != FAULT_TEXT and (key, obs) in seen:
-            return True
-        seen.add((key, obs))
-    return any(keys[i] == keys[i + 2] and keys[i + 1] == keys[i + 3] and keys[i] != keys[i + 1]
-               for i in range(len(keys) - 3))
-
-
 def episode_facts(t: Trajectory, task: Task, env: Env, renderer: Renderer | None) -> dict[str, tuple[float, float]]:
     """What one episode contributes to the main-run metrics, as (num, den) pairs."""
     f: dict[str, tuple[float, float]] = {}
@@ -148,9 +135,7 @@ def episode_facts(t: Trajectory, task: Task, env: Env, renderer: Renderer | None
         if obs != FAULT_TEXT:
             through.add(key)
     f["redundant_calls_per_episode"] = (redundant, 1.0)
-    has_detector = any("stuck" in x for x in turns)
-    stuck = any(x.get("stuck") for x in turns) if has_detector else _generic_stuck(calls)
-    f["loop_rate"] = (float(stuck), 1.0)
+    f["loop_rate"] = (float(any(x.get("stuck") for x in turns)), 1.0)
     known = env.solved_at(task, t.messages)
     stopped = t.outcome == "ok"
     f["premature_stop_rate"] = (float(stopped and not t.success and (known is None or t.n_turns <= known)), 1.0)
@@ -239,7 +224,7 @@ def evaluate(env_factory: Callable[..., Env], policy: Policy, tasks: Sequence[Ta
              progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[Trajectory]]:
     """Run the six-family evaluation; return the result dict (the JSON schema above) and the main run's trajectories.
 
-    `env_factory(**overrides)` builds the env; robustness passes `fault_rate` where the env takes one.
+    `env_factory(**overrides)` builds the env; robustness passes `fault_rate` where the env supports faults.
     The main run samples k attempts per task; each robustness condition runs the first `robustness_tasks` tasks
     (default: all) once.
     """
@@ -281,7 +266,7 @@ def _robustness(env_factory: Callable[..., Env], env: Env, policy: Policy, tasks
                 say: Callable[[str], None]) -> list[tuple[int, dict[str, tuple[float, float]]]]:
     rows: list[tuple[int, dict[str, tuple[float, float]]]] = []
     pos = {t.id: i for i, t in enumerate(tasks)}
-    takes_faults = "fault_rate" in inspect.signature(type(env)).parameters
+    takes_faults = env.supports_faults
     for p in FAULT_LEVELS if takes_faults else ():
         say(f"robustness: tool faults at {p:g}")
         factory = lambda p=p: env_factory(fault_rate=p)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..envs.base import Env, Message, Task, stable_hash
-from ..runtime.parsing import format_tool_call
+from ..runtime.parsing import format_tool_call, message_text
 from .base import Policy, Session, Turn
 
 
@@ -99,10 +99,5 @@ def _turn_text(x: Any, path: str | Path) -> str:
     if isinstance(x, str):
         return x
     if isinstance(x, dict) and x.get("role", "assistant") == "assistant":
-        calls = x.get("tool_calls") or []
-        if calls:
-            fn = calls[0]["function"]
-            args = json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]
-            return format_tool_call(fn["name"], args)
-        return str(x.get("content") or "")
+        return message_text(x)
     raise ValueError(f"script file {path}: each entry must be a string or an assistant message, got {x!r}")

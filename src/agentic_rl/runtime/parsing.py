@@ -100,3 +100,23 @@ def _parse(text: str, tools: Toolbox | None) -> Parsed:
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """The canonical text of a call, exactly as the tiny chat template renders `tool_calls` (compact JSON)."""
     return OPEN + to_json({"name": name, "arguments": arguments}) + CLOSE
+
+
+def message_call(message: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The tool call an assistant message makes — from its `tool_calls` (arguments as an object or a JSON string) or
+    parsed from its text — or None when it makes none. The one place that reads a call out of a message."""
+    calls = message.get("tool_calls") or []
+    if calls:
+        fn = calls[0]["function"]
+        args = json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]
+        return fn["name"], args
+    parsed = parse_turn(str(message.get("content") or ""))
+    return (parsed.name, parsed.arguments) if isinstance(parsed, ToolCall) else None
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """An assistant message as the raw text of its turn: the call's canonical text when it carries `tool_calls`,
+    else its content."""
+    if message.get("tool_calls"):
+        return format_tool_call(*message_call(message))  # type: ignore[misc]
+    return str(message.get("content") or "")

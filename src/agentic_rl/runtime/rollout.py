@@ -13,16 +13,13 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from ..envs.base import Env, Message, Task
 from ..policies.base import Policy
 from .parsing import ToolCall, parse_turn
 from .trajectory import Trajectory, assistant_message
-
-# Per-turn facts an env may report in `StepResult.info`, kept for evaluation: how the turn parsed, which tool it
-# called, whether that call met an injected fault, and whether the env's stuck detector fired.
-TURN_KEYS = ("parsed", "tool", "fault", "stuck", "parse_error")
 
 
 def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: Policy, group_size: int = 1,
@@ -59,8 +56,8 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
                     convs[i].append(_message(turn.text, env))
                     rewards[i].append(res.reward)
                     convs[i].extend(res.observation)
-                    info = res.info
-                    turn_info[i].append({k: v for k, v in info.items() if k in TURN_KEYS})
+                    info = {**(asdict(res.episode) if res.episode else {}), **res.extra}
+                    turn_info[i].append(asdict(res.turn) if res.turn else {})
                     if res.terminated or res.truncated:
                         outcome = "ok" if res.terminated else "truncated"
                     elif turn.finish == "length":  # the policy hit a token limit: the episode cannot go on
@@ -87,7 +84,6 @@ def _message(text: str, env: Env) -> dict[str, Any]:
 
 def _trajectory(env: Env, task: Task, sample: int, messages: list[Message], turn_rewards: list[float], outcome: str,
                 info: dict[str, Any], record: Any) -> Trajectory:
-    info = {k: v for k, v in info.items() if k not in ("parsed",)}
     return Trajectory(
         env=env.name, task_id=task.id, task_kind=task.kind, sample=sample, messages=messages,
         turn_rewards=turn_rewards, reward=float(sum(turn_rewards)), outcome=outcome,  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ tests remain the agent's feedback (`run_test`), and `info` reports them (`visibl
 visible + hidden) for evaluation only.
 Transient faults (off by default; `fault_rate` for robustness evaluation): a tool call other than finish may get
 "error: service unavailable, try again" instead of running — at most MAX_FAULTS per episode, decided by a hash of
-(task id, turn); faulted turns are neither penalised nor stuck events.
+(task id, call index) as in every ToolEnv; faulted turns are neither penalised nor stuck events.
 The stuck detector counts a turn as stuck when it repeats an earlier action that got the same observation, re-reads
 a file that has not changed since its last read, or closes an A-B-A-B alternation of actions.
 Calibrated on the seed's three trajectories (`tests/envs/test_codefix.py`, a module with 10 hidden tests): A read → edit
@@ -24,15 +24,15 @@ Calibrated on the seed's three trajectories (`tests/envs/test_codefix.py`, a mod
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ...runtime.parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+from ...runtime.parsing import ToolCall, format_tool_call, message_call, message_text
 from ...runtime.tools import Toolbox, ToolError
-from ..base import FAULT_TEXT, Env, Message, Split, StepResult, Task, injects_fault
+from ..base import FAULT_TEXT, Message, Split, StepResult, Task, TurnRecord
+from ..tool_env import Score, ToolEnv
 from .corpus import BY_NAME, CORPUS, Module
 from .grading import Grade, grade, pristine_files
 from .sandbox import Limits, Sandbox
@@ -54,7 +54,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class CodeFixEnv(Env):
+class CodeFixEnv(ToolEnv):
     """Fix one injected bug; rewarded by the hidden tests, graded out of the agent's reach."""
 
     name: ClassVar[str] = "codefix"
@@ -62,6 +62,8 @@ class CodeFixEnv(Env):
     default_noise: ClassVar[dict[str, float]] = {"skip_read": 0.2, "skip_test": 0.3, "wrong_fix": 0.15,
                                                  "no_finish": 0.05, "reread": 0.2}
     tokenizer_tasks: ClassVar[int] = 200
+    supports_faults: ClassVar[bool] = True
+    submit_tool: ClassVar[str | None] = "finish"
     # `agentic-rl run` defaults for codefix (docs/design-notes.md#codefix-run-defaults). Episodes run real
     # (sandboxed) tests and are long: a smaller budget than tool_use's. Micro-batches by row count alone
     # (`micro_batch_tokens: None`): tool_use's 2,048-token budget would hold only a row or two of these.
@@ -101,7 +103,6 @@ class CodeFixEnv(Env):
         self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
         self.workspace: Workspace | None = None
         self._sandbox: Sandbox | None = None
-        self._task: Task | None = None
 
     # -- tasks --
 
@@ -165,7 +166,8 @@ class CodeFixEnv(Env):
         res = self._sandbox.run(
             ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", "-o", "console_output_style=classic",
              *([target] if target else [])], wall_seconds=limit)
-        self._last_sandbox = res.outcome
+        if res.outcome != "ok":
+            self._sandbox_events.append(res.outcome)
         # The workspace's temporary path and pytest's timing would make every observation unique (the same
         # trajectory must give the same observations): paths relative to the repo, no "in 0.01s".
         text = (res.stdout + res.stderr).replace(str(ws.root) + "/", "").replace(str(ws.root), ".")
@@ -202,10 +204,8 @@ class CodeFixEnv(Env):
             if m["role"] != "assistant":
                 continue
             turns += 1
-            calls = m.get("tool_calls") or []
             obs = str(messages[i + 1]["content"]) if i + 1 < len(messages) else ""
-            if calls and calls[0]["function"]["name"] == "run_test" and not calls[0]["function"]["arguments"] \
-                    and obs.endswith("(exit code 0)"):
+            if message_call(m) == ("run_test", {}) and obs.endswith("(exit code 0)"):
                 return turns
         return None
 
@@ -223,92 +223,42 @@ class CodeFixEnv(Env):
             return super()._perturbed(task, how)
         return replace(task, prompt=prompt)
 
-    # -- the episode --
+    # -- the episode (the turn loop is ToolEnv's) --
 
-    def reset(self, task: Task) -> list[Message]:
-        self.close()
+    def start(self, task: Task) -> None:
         module, source = self.task_source(task)
-        self._task, self._module, self._source = task, module, source
+        self._module, self._source = module, source
         self.workspace = Workspace(pristine_files(module, source))
-        self._sandbox: Sandbox | None = None  # made on the first run_test, kept for the episode
-        self._turns, self._penalty, self._stuck, self._faults = 0, 0.0, 0, 0
-        self._history: list[tuple[str, str]] = []  # (action key, observation)
-        self._reads: dict[str, bytes] = {}  # path → content when last read
-        self._last_sandbox = "ok"
+        self._sandbox = None  # made on the first run_test, kept for the episode
+        self._penalty = 0.0
         self._sandbox_events: list[str] = []
-        self._total = 0.0
         self._spent = 0.0  # seconds inside step() this episode
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": task.prompt}]
 
     def step(self, action: str) -> StepResult:
-        if self._task is None or self.workspace is None:
+        if getattr(self, "_task", None) is None or self.workspace is None:
             raise RuntimeError("call reset(task) before step()")
         t0 = time.monotonic()
         try:
-            return self._step(action)
+            return super().step(action)
         finally:
             self._spent += time.monotonic() - t0
 
-    def _step(self, action: str) -> StepResult:
-        self._turns += 1
-        parsed = parse_turn(action, self.tools)
-        info: dict[str, Any] = {"parsed": type(parsed).__name__}
-        if isinstance(parsed, FinalAnswer) or (isinstance(parsed, ToolCall) and parsed.name == "finish"):
-            return self._finish(info)
-        if self._spent >= self.episode_seconds:
-            info.update(success=False, no_answer=True, time_limit=True)
-            return self._end(0.0, [], info, terminated=False)
-        if isinstance(parsed, ParseError):
-            call, before, key = None, None, f"parse:{action}"
-            obs = {"role": "tool", "content": f"error: {parsed.message}"}
-            info["parse_error"] = parsed.kind
-        elif injects_fault(self._task.id, self._turns, self._faults, self.fault_rate):
-            # A transient fault: nothing ran. Not a stuck event, and retrying it is what we want.
-            self._faults += 1
-            info.update(tool=parsed.name, fault=True, stuck=False)
-            return self._continue(0.0, {"role": "tool", "name": parsed.name, "content": FAULT_TEXT}, info)
-        else:
-            call, key = parsed, f"{parsed.name}:{json.dumps(parsed.arguments, sort_keys=True)}"
-            self._last_sandbox = "ok"
-            before = self._file_state(parsed)
-            obs = {"role": "tool", "name": parsed.name,
-                   "content": self.tools.call(parsed.name, parsed.arguments).content}
-            info["tool"] = parsed.name
-            if parsed.name == "run_test" and self._last_sandbox != "ok":
-                self._sandbox_events.append(self._last_sandbox)
-                info["sandbox"] = self._last_sandbox
-        info["stuck"] = stuck = self._is_stuck(key, obs["content"], call, before)
-        return self._continue(self._penalise(stuck), obs, info)
+    def out_of_budget(self) -> str | None:
+        return "time_limit" if self._spent >= self.episode_seconds else None
 
-    def _continue(self, reward: float, obs: Message, info: dict[str, Any]) -> StepResult:
-        """End of a tool turn: the observation, or the end of the episode at the turn limit."""
-        if self._turns >= self.max_turns:
-            info.update(success=False, no_answer=True)
-            return self._end(reward, [], info, terminated=False)
-        self._total += reward
-        return StepResult([obs], reward, False, False, info)
-
-    def _file_state(self, call: ToolCall) -> bytes | None:
-        """For read_file: the file's current bytes (to tell a re-read of an unchanged file)."""
+    def read_state(self, call: ToolCall) -> tuple[str, Any] | None:
+        """For read_file: the file's current bytes, so re-reading an unchanged file counts as stuck."""
         if call.name != "read_file":
             return None
+        path = str(call.arguments.get("path", ""))
         try:
-            return self._ws().read_bytes(str(call.arguments.get("path", "")))
+            return path.strip(), self._ws().read_bytes(path)
         except ToolError:
             return None
 
-    def _is_stuck(self, key: str, obs: str, call: ToolCall | None, content: bytes | None) -> bool:
-        stuck = (key, obs) in self._history
-        if call is not None and call.name == "read_file" and content is not None:
-            path = str(call.arguments.get("path", "")).strip()
-            stuck = stuck or self._reads.get(path) == content
-            self._reads[path] = content
-        keys = [k for k, _ in self._history[-3:]] + [key]
-        if len(keys) == 4 and keys[0] == keys[2] and keys[1] == keys[3] and keys[0] != keys[1]:
-            stuck = True  # A-B-A-B
-        self._history.append((key, obs))
-        self._stuck += stuck
-        return stuck
+    def turn_reward(self, task: Task, turn: TurnRecord) -> float:
+        """STEP_COST past FREE_TURNS and LOOP_COST per stuck turn, capped; a faulted turn costs nothing."""
+        return 0.0 if turn.fault else self._penalise(turn.stuck)
 
     def _penalise(self, stuck: bool) -> float:
         """This turn's share of the shaping penalty, keeping the episode's total within MAX_PENALTY."""
@@ -317,20 +267,16 @@ class CodeFixEnv(Env):
         self._penalty += take
         return -take if take else 0.0  # not -0.0
 
-    def _finish(self, info: dict[str, Any]) -> StepResult:
+    def score(self, task: Task, answer: str) -> Score:
+        """Grade the repository as it is now (finish() or a final answer): the hidden tests' pass fraction."""
         files, notes = self._ws().snapshot()
         g: Grade = grade(self._module, self._source, files, self.limits)
-        reward = g.reward + self._penalise(False)
-        info.update(success=g.reward == 1.0, pass_fraction=g.pass_fraction, visible_passed=g.visible_passed,
-                    hidden_passed=g.hidden_passed, grade_notes=notes + g.notes, no_answer=False)
-        return self._end(reward, [], info, terminated=True)
+        return Score(g.reward + self._penalise(False), g.reward == 1.0, False,
+                     {"pass_fraction": g.pass_fraction, "visible_passed": g.visible_passed,
+                      "hidden_passed": g.hidden_passed, "grade_notes": notes + g.notes})
 
-    def _end(self, reward: float, obs: list[Message], info: dict[str, Any], terminated: bool) -> StepResult:
-        self._total += reward
-        info.update(episode_reward=self._total, stuck_turns=self._stuck, turns=self._turns, faults=self._faults,
-                    sandbox_events=list(self._sandbox_events), tool_calls=self._turns - int(terminated))
-        self.close()
-        return StepResult(obs, reward, terminated, not terminated, info)
+    def episode_info(self) -> dict[str, Any]:
+        return {"sandbox_events": list(self._sandbox_events)}
 
     def close(self) -> None:
         if self.workspace is not None:
@@ -342,11 +288,10 @@ class CodeFixEnv(Env):
         noise = noise or {}
         name = task.get("module")
         if messages[-1]["role"] == "tool" and messages[-1]["content"] == FAULT_TEXT:
-            return _call_text(messages[-2])  # a transient fault: the same call again
+            return message_text(messages[-2])  # a transient fault: the same call again
         # the plan's progress: assistant turns whose call ran (a faulted call is made again, not counted)
         done = [m for i, m in enumerate(messages) if m["role"] == "assistant"
                 and not (i + 1 < len(messages) and messages[i + 1]["content"] == FAULT_TEXT)]
-        calls = [_call_name(m) for m in done]
         plan: list[str | tuple[str, dict[str, Any]]] = []
         if not noise.get("skip_read"):
             plan.append(("read_file", {"path": f"{name}.py"}))
@@ -363,23 +308,8 @@ class CodeFixEnv(Env):
         if noise.get("no_finish"):
             plan += [("run_test", {})] * self.max_turns
         plan.append(("finish", {}))
-        step = len(calls)
+        step = len(done)
         if step < len(plan):
             call_name, args = plan[step]
             return format_tool_call(call_name, args)
         return format_tool_call("finish", {})
-
-
-def _call_text(message: Message) -> str:
-    calls = message.get("tool_calls") or []
-    if calls:
-        return format_tool_call(calls[0]["function"]["name"], calls[0]["function"]["arguments"])
-    return message.get("content") or ""
-
-
-def _call_name(message: Message) -> str | None:
-    calls = message.get("tool_calls") or []
-    if calls:
-        return calls[0]["function"]["name"]
-    parsed = parse_turn(message.get("content") or "")
-    return parsed.name if isinstance(parsed, ToolCall) else None
