@@ -269,7 +269,7 @@ def probe_hacks(ctx: typer.Context,
                 config: Path | None = CONFIG_OPTION,
                 json_out: Path | None = typer.Option(None, "--json", help="Write the rows here (JSON list).")
                 ) -> None:
-    """Try every known reward hack with a scripted agent: naive reward (the agent's own test run) vs guarded reward.
+    """Try every known reward hack with a scripted agent: naive reward (what an unguarded check pays) vs guarded.
     Extra arguments: key=value config overrides."""
     from rich.table import Table
 
@@ -290,8 +290,8 @@ def probe_hacks(ctx: typer.Context,
         table.add_column(col)
     for r in rows:
         holds = r["guarded_reward"] <= r["noop_reward"] + 1e-9
-        table.add_row(str(r["exploit"]), str(r.get("finding") or ""), f"{r['naive_reward']:.2f}",
-                      f"{r['guarded_reward']:.2f}", f"{r['noop_reward']:.2f}", str(r.get("env_errors", 0)),
+        naive = "n/a" if r["naive_reward"] is None else f"{r['naive_reward']:.2f}"
+        table.add_row(str(r["exploit"]), str(r.get("finding") or ""), naive, f"{r['guarded_reward']:.2f}", f"{r['noop_reward']:.2f}", str(r.get("env_errors", 0)),
                       "[green]yes[/]" if holds else "[red]NO[/]")
     console.print(table)
     if json_out:

@@ -7,9 +7,11 @@ from typing import Any
 
 from .base import Env, Message, StepResult, Task, check_env
 from .codefix import CodeFixEnv
+from .game import GameEnv
+from .math import MathEnv
 from .tool_use import ToolUseEnv
 
-ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv}
+ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv, "math": MathEnv, "game": GameEnv}
 
 
 def check_env_args(name: str, env_args: dict[str, Any]) -> None:

@@ -229,6 +229,7 @@ class Draft:
     answer: str
     reference: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     meta: tuple[tuple[str, Any], ...] = ()
+    split: Split | None = None  # set: the draft belongs to this split outright (a held-out template)
 
 
 def draw_tasks(env_name: str, split: Split, n: int, seed: int, draw: Callable[[random.Random], Draft],
@@ -244,7 +245,7 @@ def draw_tasks(env_name: str, split: Split, n: int, seed: int, draw: Callable[[r
         if len(out) == n:
             break
         d = draw(rng)
-        if split_of(d.key, eval_fraction) != split or d.identity in seen:
+        if (d.split or split_of(d.key, eval_fraction)) != split or d.identity in seen:
             continue
         seen.add(d.identity)
         tid = f"{env_name}/{split}/{stable_hash(d.identity) % 16**10:010x}"

@@ -198,7 +198,7 @@ def _probes(rows: list[dict[str, Any]] | None) -> str:
     if not rows:
         return ""
     body = "".join(
-        f'<tr><th>{esc(str(r["exploit"]))}</th><td>{r["naive_reward"]:.2f}</td><td>{r["guarded_reward"]:.2f}</td>'
+        f'<tr><th>{esc(str(r["exploit"]))}</th><td>{"n/a" if r["naive_reward"] is None else format(r["naive_reward"], ".2f")}</td><td>{r["guarded_reward"]:.2f}</td>'
         f'<td>{r["noop_reward"]:.2f}</td><td>{"yes" if r["guarded_reward"] <= r["noop_reward"] + 1e-9 else "NO"}</td>'
         "</tr>" for r in rows)
     return ('<section id="probes"><h2>Reward-hack probes</h2><p>Each known exploit played by a script. Naive: the '

@@ -52,7 +52,7 @@ class _RandomSession(Session):
         out = []
         for i in episodes:
             rng, words = self.rngs[i], self.tasks[i].prompt.replace("?", " ").split() or ["?"]
-            if rng.random() < 0.5:
+            if rng.random() < 0.5 or not self.env.tools.tools:
                 out.append(Turn(rng.choice(words)))
                 continue
             tool = self.env.tools.tools[rng.choice(sorted(self.env.tools.tools))]

@@ -1,0 +1,36 @@
+"""Exploit probes: a scripted agent plays each known reward hack through the env's own `step`, and the table compares
+what it earns there (guarded) with what a naive reward would pay and with the no-op (an honest failure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .base import Env, Task
+
+Script = Callable[[Task], list[str]]  # the exploit's assistant turns for one task
+
+
+def play(env: Env, task: Task, actions: list[str]) -> tuple[float, list[str]]:
+    """Play `actions` (until the episode ends); return the episode's reward and the turns that were played."""
+    env.reset(task)
+    total, played = 0.0, []
+    for action in actions:
+        result = env.step(action)
+        total += result.reward
+        played.append(action)
+        if result.terminated or result.truncated:
+            break
+    env.close()
+    return total, played
+
+
+def probe_table(env: Env, tasks: list[Task], exploits: dict[str, Script], noop: Script,
+                naive: Callable[[Task, list[str]], float] | None = None) -> list[dict[str, object]]:
+    """One row per exploit: its mean naive reward (None without a naive reward to compare), its mean guarded
+    reward, and the no-op's guarded reward."""
+    runs = {name: [(t, *play(env, t, script(t))) for t in tasks] for name, script in {"noop": noop, **exploits}.items()}
+    noop_reward = sum(r for _, r, _ in runs["noop"]) / len(tasks)
+    return [{"exploit": name,
+             "naive_reward": round(sum(naive(t, p) for t, _, p in rs) / len(tasks), 4) if naive else None,
+             "guarded_reward": round(sum(r for _, r, _ in rs) / len(tasks), 4), "noop_reward": round(noop_reward, 4)}
+            for name, rs in runs.items()]

@@ -1,0 +1,187 @@
+import json
+from functools import partial
+
+import pytest
+
+from agentic_rl.envs import check_env, make_env
+from agentic_rl.envs.math.problems import HELD_OUT
+from agentic_rl.envs.math.reward import math_reward
+from agentic_rl.policies import RandomPolicy, TeacherPolicy
+from agentic_rl.runtime.parsing import format_tool_call
+from agentic_rl.runtime.rollout import run_episodes
+
+
+@pytest.mark.parametrize("reply, correct, formatted", [
+    ("37 × 84 = 3108\n#### 3108", True, True),
+    ("#### 3,108", True, True),  # thousands separator
+    ("\\boxed{3108}", True, True),
+    ("The answer is 3108 apples.", True, False),  # the last number, with a unit
+    ("$3108", True, False),
+    ("#### 3109", False, True),
+    ("3108 is wrong, it is 3109", False, False),  # the last number counts
+])
+def test_math_reward_reads_the_answer(reply, correct, formatted):
+    s = math_reward(reply, "3108")
+    assert (s.correct, s.formatted) == (correct, formatted)
+    assert s.reward == pytest.approx(float(correct) + 0.1 * formatted)
+
+
+def test_math_reward_reads_fractions_and_decimals():
+    assert math_reward("\\boxed{\\frac{1}{2}}", "0.5").correct and math_reward("#### 1/2", "0.5").correct
+    assert math_reward("#### 0.50", "1/2").correct and not math_reward("#### 0.6", "1/2").correct
+
+
+@pytest.mark.parametrize("reply", [
+    " ".join(map(str, range(1, 1001))),  # answer spam, the gold among them
+    "#### " + ", ".join(map(str, range(1, 1001))),
+    "#### 3108\n#### 3018",  # conflicting answers
+    "\\boxed{3018} \\boxed{3108} \\boxed{7}",
+    "#### 3108 or 3018",
+    "",
+])
+def test_hedged_or_empty_answers_earn_nothing(reply):
+    s = math_reward(reply, "3108")
+    assert s.reward == 0.0 and not s.correct and s.reward <= math_reward("#### 1", "3108").reward
+
+
+def test_length_penalty_is_optional_and_bounded():
+    long = "x" * 1200 + "\n#### 3108"
+    assert math_reward(long, "3108").reward == pytest.approx(1.1)
+    assert math_reward(long, "3108", length_penalty=0.5).reward == pytest.approx(0.6)  # capped at the full penalty
+    assert math_reward("#### 3108", "3108", length_penalty=0.5).reward == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize("mode", ["tool", "direct"])
+def test_check_env_passes(mode):
+    assert check_env(partial(make_env, "math", mode=mode), n=60) == []
+
+
+def test_held_out_templates_are_eval_only_and_numbers_do_not_cross():
+    env = make_env("math")
+    train, evals = env.tasks("train", 600), env.tasks("eval", 300)
+    assert not {t.get("template") for t in train} & HELD_OUT
+    assert {t.get("template") for t in evals} >= HELD_OUT
+    assert not {t.prompt for t in train} & {t.prompt for t in evals}
+    assert {t.kind for t in evals} == {"arithmetic", "word"} and any("苹果" in t.prompt for t in train)
+
+
+def test_teacher_solves_and_random_does_not():
+    for mode in ("tool", "direct"):
+        env = make_env("math", mode=mode)
+        tasks = env.tasks("eval", 60)
+        teacher = run_episodes(partial(make_env, "math", mode=mode), tasks, TeacherPolicy())
+        random_ = run_episodes(partial(make_env, "math", mode=mode), tasks, RandomPolicy())
+        assert sum(t.success for t in teacher) / len(tasks) >= 0.95
+        assert sum(t.success for t in random_) / len(tasks) <= 0.1
+
+
+def test_tool_mode_calls_the_calculator_per_step_and_retries_faults():
+    env = make_env("math", fault_rate=1.0)
+    task = next(t for t in env.tasks("eval", 50) if len(t.reference) == 2)
+    messages, rewards = env.reset(task), []
+    for _ in range(env.max_turns):
+        action = env.teacher_turn(task, messages)
+        r = env.step(action)
+        rewards.append(r.reward)
+        messages += [{"role": "assistant", "content": action}, *r.observation]
+        if r.terminated:
+            break
+    assert r.episode.success and r.episode.faults == 2 and r.episode.tool_calls == 2 and sum(rewards) == 1.1
+
+
+def test_the_seeds_grpo_example():
+    """The seed's §6: four samples of "37 × 84 = ?" — A 3108, B 3018, C 3108, D 3208 — A and C rise, B and D fall."""
+    import dataclasses
+
+    import torch
+
+    from agentic_rl.train.grpo_math import advantages
+
+    env = make_env("math", mode="direct")
+    task = dataclasses.replace(env.tasks("train", 1)[0], prompt="What is 37 × 84?", answer="3108")
+    rewards = []
+    for answer in ("3108", "3018", "3108", "3208"):
+        env.reset(task)
+        rewards.append(env.step(f"37 × 84 = {answer}\n#### {answer}").reward)
+    assert rewards == pytest.approx([1.1, 0.1, 1.1, 0.1])
+    adv = advantages([torch.tensor(rewards)])[0]
+    assert (adv[[0, 2]] > 0).all() and (adv[[1, 3]] < 0).all()
+
+
+def test_exploit_probes_earn_no_more_than_a_wrong_answer():
+    for mode in ("tool", "direct"):
+        env = make_env("math", mode=mode)
+        rows = env.probe_hacks(env.tasks("eval", 4))
+        assert {r["exploit"] for r in rows} >= {"answer_spam", "conflicting_answers", "boxed_many_times",
+                                                "empty_answer", "answer_in_tool_call"}
+        assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 for r in rows)
+        assert any(r["naive_reward"] > r["noop_reward"] for r in rows)  # a naive check would have paid
+
+
+def test_perturbations_keep_the_problem():
+    env = make_env("math")
+    word = next(t for t in env.tasks("eval", 50) if t.kind == "word" and t.get("lang") == "en")
+    zh = env.perturb(word, "language")
+    assert zh.answer == word.answer and zh.prompt != word.prompt and all(
+        str(v) in zh.prompt for k, v in word.get("values") if not k.startswith("s"))
+    assert env.perturb(word, "casing").prompt == word.prompt.upper()
+
+
+def test_bad_arguments_are_clear():
+    with pytest.raises(ValueError, match="mode must be one of direct, tool"):
+        make_env("math", mode="chat")
+    with pytest.raises(ValueError, match="levels"):
+        make_env("math", levels=[4])
+    with pytest.raises(ValueError, match="'gsm8k' .* or a path"):
+        make_env("math", data="/no/such/file.jsonl")
+
+
+# Problems written for this test in GSM8K's format (not GSM8K's text): worked reasoning with <<calculator>>
+# annotations and a last line "#### answer".
+OWN_PROBLEMS = [
+    {"question": f"A box holds {a} red pens and {b} blue pens. How many pens are in {c} boxes?",
+     "answer": f"One box holds {a}+{b} = <<{a}+{b}={a + b}>>{a + b} pens.\n{c} boxes hold {a + b}*{c} = "
+               f"<<{a + b}*{c}={(a + b) * c}>>{(a + b) * c} pens.\n#### {(a + b) * c:,}"}
+    for a, b, c in [(3, 4, 5), (6, 2, 9), (12, 5, 3), (7, 7, 7), (20, 13, 4), (9, 1, 11), (15, 30, 2), (8, 5, 100)]
+]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_gsm8k_loader_reads_local_files(tmp_path, suffix):
+    import datasets
+
+    path = tmp_path / f"own{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(p) + "\n" for p in OWN_PROBLEMS))
+    else:
+        datasets.Dataset.from_list(OWN_PROBLEMS).to_parquet(str(path))
+    for mode in ("tool", "direct"):
+        env = make_env("math", mode=mode, data=str(path))
+        tasks = env.tasks("train", 3) + env.tasks("eval", 1)
+        assert all(t.kind == "gsm8k" for t in tasks) and len({t.id for t in tasks}) == 4
+        assert env.tasks("train", 3, seed=1) != env.tasks("train", 3, seed=0)  # the seed picks which
+        gold = {p["question"]: p["answer"].rsplit("#### ", 1)[1].replace(",", "") for p in OWN_PROBLEMS}
+        assert all(t.answer == gold[t.prompt] for t in tasks)
+        trajs = run_episodes(partial(make_env, "math", mode=mode, data=str(path)), tasks, TeacherPolicy())
+        assert all(t.success for t in trajs)
+        if mode == "tool":  # the annotations became the teacher's calculator calls
+            assert [c[1]["expression"] for c in tasks[0].reference_calls][0].count("+") == 1
+    env = make_env("math", data=str(path))
+    every = [t for split in ("train", "eval") for t in env.tasks(split, len(env._problems[split]))]
+    assert len(every) == len(OWN_PROBLEMS) and "1300" in {t.answer for t in every}  # "#### 1,300": separator gone
+
+
+def test_gsm8k_rows_without_an_answer_line_are_refused(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"question": "What?", "answer": "no marker"}) + "\n")
+    with pytest.raises(ValueError, match="'#### <number>'"):
+        make_env("math", data=str(path))
+
+
+def test_answer_in_a_tool_call_is_not_an_answer():
+    env = make_env("math")
+    task = env.tasks("eval", 1)[0]
+    env.reset(task)
+    call = format_tool_call("calculator", {"expression": task.answer})
+    results = [env.step(call) for _ in range(env.max_turns)]
+    assert results[-1].truncated and not results[-1].episode.success and sum(r.reward for r in results) == 0.0
