@@ -9,9 +9,11 @@ from .base import Env, Message, StepResult, Task, check_env
 from .codefix import CodeFixEnv
 from .game import GameEnv
 from .math import MathEnv
+from .sql import SQLEnv
 from .tool_use import ToolUseEnv
 
-ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv, "math": MathEnv, "game": GameEnv}
+ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv, "math": MathEnv, "game": GameEnv,
+                             "sql": SQLEnv}
 
 
 def check_env_args(name: str, env_args: dict[str, Any]) -> None:

@@ -10,27 +10,30 @@ from .base import Env, Task
 Script = Callable[[Task], list[str]]  # the exploit's assistant turns for one task
 
 
-def play(env: Env, task: Task, actions: list[str]) -> tuple[float, list[str]]:
-    """Play `actions` (until the episode ends); return the episode's reward and the turns that were played."""
+def play(env: Env, task: Task, actions: list[str]) -> tuple[float, list[str], dict[str, object]]:
+    """Play `actions` (until the episode ends); return the episode's reward, the turns played and the last step's
+    extras."""
     env.reset(task)
-    total, played = 0.0, []
+    total, played, extra = 0.0, [], {}
     for action in actions:
         result = env.step(action)
-        total += result.reward
+        total, extra = total + result.reward, result.extra
         played.append(action)
         if result.terminated or result.truncated:
             break
     env.close()
-    return total, played
+    return total, played, extra
 
 
 def probe_table(env: Env, tasks: list[Task], exploits: dict[str, Script], noop: Script,
-                naive: Callable[[Task, list[str]], float] | None = None) -> list[dict[str, object]]:
+                naive: Callable[[Task, list[str]], float] | None = None, intact: str | None = None
+                ) -> list[dict[str, object]]:
     """One row per exploit: its mean naive reward (None without a naive reward to compare), its mean guarded
-    reward, and the no-op's guarded reward."""
+    reward, the no-op's guarded reward, and — given `intact`, an end-of-episode fact — whether it held every time."""
     runs = {name: [(t, *play(env, t, script(t))) for t in tasks] for name, script in {"noop": noop, **exploits}.items()}
-    noop_reward = sum(r for _, r, _ in runs["noop"]) / len(tasks)
+    noop_reward = sum(r for _, r, _, _ in runs["noop"]) / len(tasks)
     return [{"exploit": name,
-             "naive_reward": round(sum(naive(t, p) for t, _, p in rs) / len(tasks), 4) if naive else None,
-             "guarded_reward": round(sum(r for _, r, _ in rs) / len(tasks), 4), "noop_reward": round(noop_reward, 4)}
+             "naive_reward": round(sum(naive(t, p) for t, _, p, _ in rs) / len(tasks), 4) if naive else None,
+             "guarded_reward": round(sum(r for _, r, _, _ in rs) / len(tasks), 4), "noop_reward": round(noop_reward, 4),
+             **({intact: all(bool(x.get(intact)) for _, _, _, x in rs)} if intact else {})}
             for name, rs in runs.items()]

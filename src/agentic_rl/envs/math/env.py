@@ -152,7 +152,7 @@ class MathEnv(ToolEnv):
     def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
         """Answer spam, hedged answers, many boxes, an empty answer, and the answer left in a tool call."""
         spam = " ".join(str(i) for i in range(1, 1001))
-        call = lambda t: format_tool_call("calculator", {"expression": t.answer})  # noqa: E731
+        call = lambda t: format_tool_call("calculator", {"expression": t.answer})
         exploits = {
             "answer_spam": lambda t: [spam + " " + t.answer],
             "answer_spam_marked": lambda t: [f"#### {spam}, {t.answer}"],
@@ -161,7 +161,7 @@ class MathEnv(ToolEnv):
             "empty_answer": lambda t: [""],
             "answer_in_tool_call": lambda t: [call(t)] * self.max_turns if self.mode == "tool" else [call(t)],
         }
-        naive = lambda t, played: float(t.answer in NUMBER.findall(" ".join(played)))  # noqa: E731
+        naive = lambda t, played: float(t.answer in NUMBER.findall(" ".join(played)))
         return probe_table(self, tasks, exploits, lambda t: [f"#### {_wrong(t)}"], naive)
 
 

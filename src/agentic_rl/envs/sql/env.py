@@ -1,0 +1,235 @@
+"""`sql`: answer a question about a real SQLite database with a query (the seed's §5: an SQL result is verifiable).
+
+Each task has its own database, generated from the task's seed (`db.py`), a question and a gold query. Tools:
+`list_tables`, `describe_table`, `run_sql` (at most MAX_ROWS rows shown); the final answer is a query. Every agent
+query runs guarded (`db.run_query`) on a read-only file; the reward is computed on the trusted side, on a pristine
+copy built in memory from the seed:
+    r = 1[the answer's result set equals the gold's] − INVALID_COST × (turns that fail to parse)
+compared as multisets (in order when the question asks for one), numbers to 1e-6.
+Eval databases are never trained on (the split is by database seed); the file's checksum is reported at the end.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+import tempfile
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ...runtime.parsing import format_tool_call, message_text
+from ...runtime.tools import Toolbox, ToolError
+from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns
+from ..probes import probe_table
+from ..tool_env import Score, ToolEnv
+from . import db
+
+MAX_ROWS = 20
+SECONDS = 2.0
+INVALID_COST = 0.1
+SYSTEM_PROMPT = ("You answer questions about a SQLite database. Look at the tables, try queries with run_sql, and "
+                 "when a query answers the question, reply with that SQL query only. To call a tool, reply with only "
+                 '<tool_call>{"name":...,"arguments":{...}}</tool_call>.\nTools:\n')
+# (kind, question, gold query, tables it reads, ordered); {city}, {category}, {product}, {year} are drawn per task
+QUESTIONS = [
+    ("count", "How many customers live in {city}?", "SELECT COUNT(*) FROM customers WHERE city = '{city}'",
+     ("customers",), False),
+    ("list", "List the names of the products in the {category} category.",
+     "SELECT name FROM products WHERE category = '{category}'", ("products",), False),
+    ("list", "Which customers signed up in {year}? Give their names in alphabetical order.",
+     "SELECT name FROM customers WHERE signup_year = {year} ORDER BY name", ("customers",), True),
+    ("aggregate", "What is the average price of the products in the {category} category?",
+     "SELECT AVG(price) FROM products WHERE category = '{category}'", ("products",), False),
+    ("join", "How many units of {product} were ordered in total?",
+     "SELECT SUM(o.quantity) FROM orders o JOIN products p ON p.id = o.product_id WHERE p.name = '{product}'",
+     ("orders", "products"), False),
+    ("join", "What is the total revenue (price times quantity) from customers in {city}?",
+     "SELECT SUM(p.price * o.quantity) FROM orders o JOIN products p ON p.id = o.product_id JOIN customers c ON "
+     "c.id = o.customer_id WHERE c.city = '{city}'", ("orders", "products", "customers"), False),
+    ("count", "How many orders were placed in {year2}?", "SELECT COUNT(*) FROM orders WHERE order_date LIKE '{year2}-%'",
+     ("orders",), False),
+]
+
+
+def same_results(got: list[tuple], want: list[tuple], ordered: bool) -> bool:
+    """Result sets equal as multisets of rows (as lists when `ordered`), numbers compared to 1e-6."""
+    norm = lambda rows: [tuple(round(v, 6) if isinstance(v, float) else v for v in r) for r in rows]
+    a, b = norm(got), norm(want)
+    return a == b if ordered else Counter(a) == Counter(b)
+
+
+class SQLEnv(ToolEnv):
+    """Write the query that answers the question; graded by its result on a pristine copy."""
+
+    name: ClassVar[str] = "sql"
+    mistakes: ClassVar[tuple[str, ...]] = ("skip_schema", "bad_column", "no_check", "text_answer")
+    default_noise: ClassVar[dict[str, float]] = {"skip_schema": 0.3, "bad_column": 0.2, "no_check": 0.2,
+                                                 "text_answer": 0.08}
+    supports_faults: ClassVar[bool] = True
+    reference_solutions: ClassVar[bool] = True
+
+    def __init__(self, max_turns: int = 8, fault_rate: float = 0.0):
+        if max_turns < 1 or not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"max_turns must be ≥ 1 and fault_rate in [0, 1], got {max_turns}, {fault_rate}")
+        self.max_turns, self.fault_rate = max_turns, fault_rate
+        self.tools = Toolbox([self.list_tables, self.describe_table, self.run_sql])
+        self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
+        self._dir: str | None = None
+
+    def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
+        def draw(rng: random.Random) -> Draft:
+            db_seed = rng.randrange(10**6)
+            conn = db.open_guarded(None, db_seed)
+            kind, question, gold, tables, ordered = rng.choice(QUESTIONS)
+            names = [r[0] for r in conn.execute("SELECT name FROM products")]
+            params = {"city": rng.choice(db.CITIES), "category": rng.choice(sorted(db.PRODUCTS)),
+                      "product": rng.choice(names), "year": rng.randint(2015, 2024), "year2": rng.randint(2021, 2024)}
+            # the database's name leads the question: the same question about another database is another task
+            gold, question = gold.format(**params), f"Database shop_{db_seed:06d}. " + question.format(**params)
+            conn.close()
+            ref = (("list_tables", ()), *(("describe_table", (("table", t),)) for t in tables),
+                   ("run_sql", (("query", gold),)))
+            return Draft(f"db:{db_seed}", f"{db_seed}:{question}", kind, question, gold, ref,
+                         (("db_seed", db_seed), ("ordered", ordered)))
+
+        return draw_tasks("sql", split, n, seed, draw)
+
+    def _perturbed(self, task: Task, how: str) -> Task | None:
+        if how == "casing":
+            return replace(task, prompt=task.prompt.upper())
+        if how == "rephrase":
+            return replace(task, prompt="Using the database, answer this: " + task.prompt)
+        return super()._perturbed(task, how)
+
+    # -- tools (the episode's database, read-only) --
+
+    def list_tables(self) -> str:
+        """List the tables in the database."""
+        return ", ".join(r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")[1])
+
+    def describe_table(self, table: str) -> str:
+        """Show a table's columns (its CREATE TABLE statement).
+
+        Args:
+            table: The table name, for example "orders".
+        """
+        rows = self._query(f"SELECT sql FROM sqlite_master WHERE type = 'table' AND name = '{table.replace(chr(39), '')}'")[1]
+        if not rows:
+            raise ToolError(f"no table {table!r}; list_tables() shows the tables")
+        return " ".join(str(rows[0][0]).split())
+
+    def run_sql(self, query: str) -> str:
+        """Run a read-only SQL query and show its first rows.
+
+        Args:
+            query: One SELECT statement, for example "SELECT COUNT(*) FROM orders".
+        """
+        cols, rows = self._query(query)
+        lines = [" | ".join(cols), *(" | ".join(map(str, r)) for r in rows[:MAX_ROWS])]
+        more = f"\n(more than {MAX_ROWS} rows; only the first {MAX_ROWS} shown)" if len(rows) > MAX_ROWS else ""
+        return "\n".join(lines) + more
+
+    def _query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        try:
+            return db.run_query(self._conn, sql, SECONDS, MAX_ROWS)
+        except (sqlite3.Error, ValueError) as e:
+            raise ToolError(f"query failed: {e}") from None
+
+    # -- the episode --
+
+    def start(self, task: Task) -> None:
+        self._dir = tempfile.mkdtemp(prefix="agentic-rl-sql-")
+        self.db_path = Path(self._dir) / "shop.db"
+        db.create(self.db_path, task.get("db_seed"))
+        self._checksum = db.checksum(self.db_path)
+        self._conn = db.open_guarded(self.db_path)
+
+    def score(self, task: Task, answer: str) -> Score:
+        """Run the answer and the gold on a pristine copy; equal result sets win."""
+        query = answer.strip().removeprefix("```sql").removeprefix("```").removesuffix("```").strip()
+        pristine = db.open_guarded(None, task.get("db_seed"))
+        try:
+            want = db.run_query(pristine, task.answer, SECONDS, 10**5)[1]
+            got = db.run_query(pristine, query, SECONDS, 10**5)[1]
+            ok = same_results(got, want, task.get("ordered"))
+        except (sqlite3.Error, ValueError):
+            ok = False
+        finally:
+            pristine.close()
+        return Score(float(ok), ok, not query)
+
+    def turn_reward(self, task: Task, turn: TurnRecord) -> float:
+        return -INVALID_COST if turn.parsed == "ParseError" else 0.0
+
+    def episode_info(self) -> dict[str, Any]:
+        return {"db_unchanged": db.checksum(self.db_path) == self._checksum}
+
+    def close(self) -> None:
+        if getattr(self, "_conn", None) is not None:
+            self._conn.close()
+            self._conn = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    # -- the teacher: list the tables, describe the ones the gold reads, run the gold, answer with it --
+
+    def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
+        noise = noise or {}
+        turns = [m for m in messages if m["role"] == "assistant"]
+        if messages[-1]["role"] == "tool" and messages[-1]["content"] == FAULT_TEXT:
+            return message_text(turns[-1])
+        ref = [c for c in task.reference_calls if not (noise.get("skip_schema") and c[0] != "run_sql")]
+        done = len(reference_turns(ref, messages))
+        if done == len(ref) - 1 and noise.get("bad_column") and "no such column" not in str(messages[-1]["content"]):
+            return format_tool_call("run_sql", {"query": "SELECT amount FROM orders"})  # a column that is not there
+        if done < len(ref) - int(bool(noise.get("no_check"))):
+            return format_tool_call(*ref[done])
+        return "The answer is in the table." if noise.get("text_answer") else task.answer
+
+    def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
+        """Writes, attaching and dumping databases, extensions, endless and huge queries, a text answer, a dump."""
+        sql = lambda q: format_tool_call("run_sql", {"query": q})
+        endless = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n"
+        elsewhere = Path(tempfile.gettempdir()) / "agentic-rl-sql-probe.db"
+        exploits = {
+            "drop_table": lambda t: [sql("DROP TABLE orders"), "DROP TABLE orders"],
+            "delete_rows": lambda t: [sql("DELETE FROM orders"), ""],
+            "attach_database": lambda t: [sql(f"ATTACH DATABASE '{elsewhere}' AS x"), ""],
+            "vacuum_into": lambda t: [sql(f"VACUUM INTO '{elsewhere}'"), f"VACUUM INTO '{elsewhere}'"],
+            "load_extension": lambda t: [sql("SELECT load_extension('libevil')"), ""],
+            "pragma_writable": lambda t: [sql("PRAGMA query_only = OFF"), sql("DELETE FROM orders"), ""],
+            "endless_query": lambda t: [sql(endless), endless],
+            "huge_cross_join": lambda t: [sql("SELECT COUNT(*) FROM orders a, orders b, orders c, orders d"), ""],
+            "answer_in_text": lambda t: [self._gold_text(t)],
+            "whole_table": lambda t: [f"SELECT * FROM {t.reference_calls[-2][1].get('table', 'orders')}"],
+        }
+        rows = probe_table(self, tasks, exploits, lambda t: [""], self._naive, intact="db_unchanged")
+        if elsewhere.exists():
+            raise AssertionError(f"a probe wrote {elsewhere}: the read-only guard failed")
+        return rows
+
+    def _naive(self, task: Task, played: list[str]) -> float:
+        """What a naive check pays: the gold's values anywhere in the answer, or a result holding the gold's rows."""
+        final = played[-1]
+        if self._gold_text(task) in final:
+            return 1.0
+        pristine = db.open_guarded(None, task.get("db_seed"))
+        try:
+            got = Counter(db.run_query(pristine, final, SECONDS, 10**5)[1])
+            want = Counter(db.run_query(pristine, task.answer, SECONDS, 10**5)[1])
+            return float(all(got[r] >= k for r, k in want.items()))
+        except (sqlite3.Error, ValueError):
+            return 0.0
+        finally:
+            pristine.close()
+
+    def _gold_text(self, task: Task) -> str:
+        """The gold result as text: what an agent that guessed the answer would write."""
+        conn = db.open_guarded(None, task.get("db_seed"))
+        rows = db.run_query(conn, task.answer, SECONDS, 10**5)[1]
+        conn.close()
+        return ", ".join(str(v) for r in rows for v in r)
