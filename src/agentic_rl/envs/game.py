@@ -44,6 +44,7 @@ class GameEnv(ToolEnv):
     mistakes: ClassVar[tuple[str, ...]] = ("repeat_guess", "ignore_feedback", "early_answer")
     default_noise: ClassVar[dict[str, float]] = {"repeat_guess": 0.2, "ignore_feedback": 0.3, "early_answer": 0.15}
     supports_faults: ClassVar[bool] = True
+    tokenizer_tasks: ClassVar[int] = 600  # 3-digit secrets: about 1,150 distinct train tasks in all
 
     def __init__(self, digits: int = 3, guesses: int = 7, fault_rate: float = 0.0):
         if digits not in (3, 4) or guesses < 1 or not 0.0 <= fault_rate <= 1.0:
