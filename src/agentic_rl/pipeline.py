@@ -93,10 +93,10 @@ def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | N
     """The defaults that go beneath the user's file, options and overrides: the chosen env's own `run_defaults` (its
     budget) and, when the ladder starts from a pretrained model, PRETRAINED_RUN_DEFAULTS over them."""
     from .config import deep_merge, load_config
-    from .envs import ENVS
+    from .envs import env_class
 
     cfg = load_config(RunConfig, path, overrides, env=env)
-    base = dict(ENVS[cfg.env].run_defaults) if cfg.env in ENVS else {}
+    base = dict(env_class(cfg.env).run_defaults)
     return deep_merge(base, PRETRAINED_RUN_DEFAULTS) if cfg.policy != "tiny" else base
 
 

@@ -202,7 +202,7 @@ def _probes(rows: list[dict[str, Any]] | None) -> str:
         f'<td>{r["noop_reward"]:.2f}</td><td>{"yes" if r["guarded_reward"] <= r["noop_reward"] + 1e-9 else "NO"}</td>'
         "</tr>" for r in rows)
     return ('<section id="probes"><h2>Reward-hack probes</h2><p>Each known exploit played by a script. Naive: the '
-            "reward an unguarded env would pay (the agent's own test run); guarded: what this env pays. A guard holds "
+            "reward an unguarded check would pay (codefix: the agent's own test run); guarded: what this env pays. A guard holds "
             "when the exploit earns no more than doing nothing.</p><table><tr><th>exploit</th><th>naive</th>"
             f"<th>guarded</th><th>no-op</th><th>guard holds</th></tr>{body}</table></section>")
 
