@@ -82,3 +82,15 @@ def test_a_pretrained_model_gets_a_pretrained_budget_beneath_the_users_settings(
     assert cfg.sft.optimizer == "adamw" and cfg.sft.max_steps == PRETRAINED_RUN_DEFAULTS["sft"]["max_steps"]
     assert cfg.sft.lr == 1e-4 and cfg.grpo.steps == PRETRAINED_RUN_DEFAULTS["grpo"]["steps"]  # the user's value wins
     assert not cfg.greedy_eval
+
+
+def test_an_env_can_fit_the_pretrained_budget_to_itself():
+    """math's pretrained budget (a shorter final comparison) goes over PRETRAINED_RUN_DEFAULTS, beneath the user."""
+    from agentic_rl.config import load_config
+    from agentic_rl.pipeline import PRETRAINED_RUN_DEFAULTS, RunConfig, env_run_defaults
+
+    args = ["policy=smollm2-135m", "robustness_tasks=7"]
+    cfg = load_config(RunConfig, None, args, base=env_run_defaults(None, args, "math"))
+    assert cfg.eval_tasks == 100 and cfg.sft.eval_tasks == 10 and cfg.robustness_tasks == 7
+    assert cfg.sft.max_steps == PRETRAINED_RUN_DEFAULTS["sft"]["max_steps"]
+    assert load_config(RunConfig, None, [], base=env_run_defaults(None, [], "math")).eval_tasks == 200  # tiny: none

@@ -91,13 +91,17 @@ PRETRAINED_RUN_DEFAULTS: dict[str, Any] = {
 
 def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | None) -> dict[str, Any]:
     """The defaults that go beneath the user's file, options and overrides: the chosen env's own `run_defaults` (its
-    budget) and, when the ladder starts from a pretrained model, PRETRAINED_RUN_DEFAULTS over them."""
+    budget) and, when the ladder starts from a pretrained model, PRETRAINED_RUN_DEFAULTS and the env's
+    `pretrained_run_defaults` over them."""
     from .config import deep_merge, load_config
     from .envs import env_class
 
     cfg = load_config(RunConfig, path, overrides, env=env)
-    base = dict(env_class(cfg.env).run_defaults)
-    return deep_merge(base, PRETRAINED_RUN_DEFAULTS) if cfg.policy != "tiny" else base
+    cls = env_class(cfg.env)
+    base = dict(cls.run_defaults)
+    if cfg.policy == "tiny":
+        return base
+    return deep_merge(deep_merge(base, PRETRAINED_RUN_DEFAULTS), cls.pretrained_run_defaults)
 
 
 def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:

@@ -145,6 +145,8 @@ class Env(ABC):
     tokenizer_tasks: ClassVar[int] = 1500
     # `agentic-rl run` settings this env needs by default (a budget that fits), beneath the user's file and options.
     run_defaults: ClassVar[dict[str, Any]] = {}
+    # Over PRETRAINED_RUN_DEFAULTS (pipeline.py) when `run` starts from a pretrained model: this env's own budget then.
+    pretrained_run_defaults: ClassVar[dict[str, Any]] = {}
     # The most tokens a policy may sample in one assistant turn here, unless a config says otherwise: long enough for
     # every turn the teacher demonstrates.
     max_new_tokens: ClassVar[int] = 96

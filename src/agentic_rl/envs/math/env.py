@@ -44,6 +44,10 @@ class MathEnv(ToolEnv):
     default_noise: ClassVar[dict[str, float]] = {"no_format": 0.2, "slip": 0.1, "skip_tool": 0.15,
                                                  "extra_call": 0.1, "no_answer": 0.03}
     reference_solutions: ClassVar[bool] = True
+    # The SmolLM2 ladder's budget on this CPU (docs/results-history.md#the-math-ladder-on-smollm2-135m-instruct):
+    # PRETRAINED_RUN_DEFAULTS' training, with a 100-task final comparison and 10-task stage checks so it fits 30 min.
+    pretrained_run_defaults: ClassVar[dict[str, Any]] = {"eval_tasks": 100, "robustness_tasks": 5,
+                                                         "sft": {"eval_tasks": 10}, "grpo": {"eval_tasks": 10}}
 
     def __init__(self, mode: str = "tool", max_turns: int | None = None, fault_rate: float = 0.0,
                  format_weight: float = 0.1, length_penalty: float = 0.0, levels: list[int] | None = None,
