@@ -50,10 +50,11 @@ class EnvConfig(Config):
     """What every command that runs episodes starts from: an environment, its arguments and a seed."""
 
     env: str = "tool_use"
-    """Environment name: tool_use or codefix."""
+    """Environment name: tool_use, codefix, math, sql, game, or package.module:Class."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment (tool_use: fault_rate, max_turns, kinds; codefix: max_turns,
-    fault_rate, episode_seconds)."""
+    fault_rate, episode_seconds; math: mode, levels, data, format_weight, length_penalty; sql: max_turns;
+    game: digits, guesses)."""
     seed: int = 0
     """Seed for tasks and sampling: the same seed and config give the same numbers on the CPU."""
 

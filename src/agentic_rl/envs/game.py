@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..runtime.parsing import format_tool_call, message_call
 from ..runtime.tools import Toolbox, ToolError
@@ -45,6 +45,11 @@ class GameEnv(ToolEnv):
     default_noise: ClassVar[dict[str, float]] = {"repeat_guess": 0.2, "ignore_feedback": 0.3, "early_answer": 0.15}
     supports_faults: ClassVar[bool] = True
     tokenizer_tasks: ClassVar[int] = 600  # 3-digit secrets: about 1,150 distinct train tasks in all
+    # The SmolLM2 ladder's budget on this CPU: episodes of up to 8 turns, so half the demos and steps of math's
+    # (docs/results-history.md#the-sql-and-game-ladders-on-smollm2-135m-instruct).
+    pretrained_run_defaults: ClassVar[dict[str, Any]] = {
+        "eval_tasks": 50, "robustness_tasks": 5, "sft": {"demos": 256, "max_steps": 16, "eval_tasks": 10},
+        "grpo": {"steps": 6, "eval_tasks": 10}}
 
     def __init__(self, digits: int = 3, guesses: int = 7, fault_rate: float = 0.0):
         if digits not in (3, 4) or guesses < 1 or not 0.0 <= fault_rate <= 1.0:

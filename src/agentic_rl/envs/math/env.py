@@ -18,12 +18,11 @@ from typing import Any, ClassVar
 from ...runtime.parsing import format_tool_call, message_text
 from ...runtime.tools import Toolbox, ToolError
 from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns, stable_hash
-from ..probes import probe_table
 from ..tool_env import Score, ToolEnv
 from ..tool_use import calculator
 from .gsm8k import load_problems
 from .problems import ARITH_PROMPTS, BY_ID, HELD_OUT, NAMES, TEMPLATES, draw_arithmetic, draw_word, show
-from .reward import NUMBER, math_reward
+from .reward import math_reward
 
 INVALID_COST = 0.1
 MODES = ("direct", "tool")
@@ -132,7 +131,7 @@ class MathEnv(ToolEnv):
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
         noise = noise or {}
         turns = [m for m in messages if m["role"] == "assistant"]
-        answer = _wrong(task) if noise.get("slip") else task.answer
+        answer = wrong_answer(task) if noise.get("slip") else task.answer
         final = answer if noise.get("no_format") else f"#### {answer}"
         if not turns and noise.get("no_answer"):
             return ""
@@ -144,7 +143,7 @@ class MathEnv(ToolEnv):
         if messages[-1]["role"] == "tool" and messages[-1]["content"] == FAULT_TEXT:
             return message_text(turns[-1])
         if not turns and noise.get("skip_tool"):
-            return f"#### {_wrong(task)}"
+            return f"#### {wrong_answer(task)}"
         ref, done = task.reference_calls, len(reference_turns(task.reference_calls, messages))
         if done < len(ref):
             return format_tool_call(*ref[done])
@@ -154,20 +153,9 @@ class MathEnv(ToolEnv):
         return final
 
     def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
-        """Answer spam, hedged answers, many boxes, an empty answer, and the answer left in a tool call."""
-        spam = " ".join(str(i) for i in range(1, 1001))
-        call = lambda t: format_tool_call("calculator", {"expression": t.answer})
-        exploits = {
-            "answer_spam": lambda t: [spam + " " + t.answer],
-            "answer_spam_marked": lambda t: [f"#### {spam}, {t.answer}"],
-            "conflicting_answers": lambda t: [f"#### {t.answer}\n#### {_wrong(t)}"],
-            "boxed_many_times": lambda t: [" ".join(f"\\boxed{{{v}}}" for v in (_wrong(t), t.answer, *range(1, 50)))],
-            "empty_answer": lambda t: [""],
-            "answer_in_tool_call": lambda t: [call(t)] * self.max_turns if self.mode == "tool" else [call(t)],
-        }
-        naive = lambda t, played: float(t.answer in NUMBER.findall(" ".join(played)))
-        return probe_table(self, tasks, exploits, lambda t: [f"#### {_wrong(t)}"], naive)
+        from .exploits import probe_hacks
 
+        return probe_hacks(self, tasks)
 
 def _word_prompt(template: str, lang: str, values: dict[str, Any], name: int) -> str:
     return getattr(BY_ID[template], lang).format(name=NAMES[name][lang == "zh"], **values)
@@ -185,7 +173,7 @@ def _runnable(steps: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def _wrong(task: Task) -> str:
+def wrong_answer(task: Task) -> str:
     """A plausible wrong answer, deterministic per task."""
     try:
         return str(int(float(task.answer)) + 1 + stable_hash("wrong", task.id) % 9)

@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 from ...runtime.parsing import format_tool_call, message_text
 from ...runtime.tools import Toolbox, ToolError
 from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns
-from ..probes import probe_table
 from ..tool_env import Score, ToolEnv
 from . import db
+from .questions import QUESTIONS
 
 MAX_ROWS = 20
 SECONDS = 2.0
@@ -33,25 +33,6 @@ INVALID_COST = 0.1
 SYSTEM_PROMPT = ("You answer questions about a SQLite database. Look at the tables, try queries with run_sql, and "
                  "when a query answers the question, reply with that SQL query only. To call a tool, reply with only "
                  '<tool_call>{"name":...,"arguments":{...}}</tool_call>.\nTools:\n')
-# (kind, question, gold query, tables it reads, ordered); {city}, {category}, {product}, {year} are drawn per task
-QUESTIONS = [
-    ("count", "How many customers live in {city}?", "SELECT COUNT(*) FROM customers WHERE city = '{city}'",
-     ("customers",), False),
-    ("list", "List the names of the products in the {category} category.",
-     "SELECT name FROM products WHERE category = '{category}'", ("products",), False),
-    ("list", "Which customers signed up in {year}? Give their names in alphabetical order.",
-     "SELECT name FROM customers WHERE signup_year = {year} ORDER BY name", ("customers",), True),
-    ("aggregate", "What is the average price of the products in the {category} category?",
-     "SELECT AVG(price) FROM products WHERE category = '{category}'", ("products",), False),
-    ("join", "How many units of {product} were ordered in total?",
-     "SELECT SUM(o.quantity) FROM orders o JOIN products p ON p.id = o.product_id WHERE p.name = '{product}'",
-     ("orders", "products"), False),
-    ("join", "What is the total revenue (price times quantity) from customers in {city}?",
-     "SELECT SUM(p.price * o.quantity) FROM orders o JOIN products p ON p.id = o.product_id JOIN customers c ON "
-     "c.id = o.customer_id WHERE c.city = '{city}'", ("orders", "products", "customers"), False),
-    ("count", "How many orders were placed in {year2}?", "SELECT COUNT(*) FROM orders WHERE order_date LIKE '{year2}-%'",
-     ("orders",), False),
-]
 
 
 def same_results(got: list[tuple], want: list[tuple], ordered: bool) -> bool:
@@ -70,6 +51,12 @@ class SQLEnv(ToolEnv):
                                                  "text_answer": 0.08}
     supports_faults: ClassVar[bool] = True
     reference_solutions: ClassVar[bool] = True
+    # The SmolLM2 ladder's budget on this CPU: demos are ~2x math's tokens, so half the demos and steps; a query turn
+    # runs to 77 tokens (docs/results-history.md#the-sql-and-game-ladders-on-smollm2-135m-instruct).
+    pretrained_run_defaults: ClassVar[dict[str, Any]] = {
+        "eval_tasks": 50, "robustness_tasks": 5,
+        "sft": {"demos": 256, "max_steps": 16, "eval_tasks": 10, "max_new_tokens": 80},
+        "grpo": {"steps": 6, "eval_tasks": 10, "max_new_tokens": 80}}
 
     def __init__(self, max_turns: int = 8, fault_rate: float = 0.0):
         if max_turns < 1 or not 0.0 <= fault_rate <= 1.0:
@@ -191,45 +178,6 @@ class SQLEnv(ToolEnv):
         return "The answer is in the table." if noise.get("text_answer") else task.answer
 
     def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
-        """Writes, attaching and dumping databases, extensions, endless and huge queries, a text answer, a dump."""
-        sql = lambda q: format_tool_call("run_sql", {"query": q})
-        endless = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n"
-        elsewhere = Path(tempfile.gettempdir()) / "agentic-rl-sql-probe.db"
-        exploits = {
-            "drop_table": lambda t: [sql("DROP TABLE orders"), "DROP TABLE orders"],
-            "delete_rows": lambda t: [sql("DELETE FROM orders"), ""],
-            "attach_database": lambda t: [sql(f"ATTACH DATABASE '{elsewhere}' AS x"), ""],
-            "vacuum_into": lambda t: [sql(f"VACUUM INTO '{elsewhere}'"), f"VACUUM INTO '{elsewhere}'"],
-            "load_extension": lambda t: [sql("SELECT load_extension('libevil')"), ""],
-            "pragma_writable": lambda t: [sql("PRAGMA query_only = OFF"), sql("DELETE FROM orders"), ""],
-            "endless_query": lambda t: [sql(endless), endless],
-            "huge_cross_join": lambda t: [sql("SELECT COUNT(*) FROM orders a, orders b, orders c, orders d"), ""],
-            "answer_in_text": lambda t: [self._gold_text(t)],
-            "whole_table": lambda t: [f"SELECT * FROM {t.reference_calls[-2][1].get('table', 'orders')}"],
-        }
-        rows = probe_table(self, tasks, exploits, lambda t: [""], self._naive, intact="db_unchanged")
-        if elsewhere.exists():
-            raise AssertionError(f"a probe wrote {elsewhere}: the read-only guard failed")
-        return rows
+        from .exploits import probe_hacks
 
-    def _naive(self, task: Task, played: list[str]) -> float:
-        """What a naive check pays: the gold's values anywhere in the answer, or a result holding the gold's rows."""
-        final = played[-1]
-        if self._gold_text(task) in final:
-            return 1.0
-        pristine = db.open_guarded(None, task.get("db_seed"))
-        try:
-            got = Counter(db.run_query(pristine, final, SECONDS, 10**5)[1])
-            want = Counter(db.run_query(pristine, task.answer, SECONDS, 10**5)[1])
-            return float(all(got[r] >= k for r, k in want.items()))
-        except (sqlite3.Error, ValueError):
-            return 0.0
-        finally:
-            pristine.close()
-
-    def _gold_text(self, task: Task) -> str:
-        """The gold result as text: what an agent that guessed the answer would write."""
-        conn = db.open_guarded(None, task.get("db_seed"))
-        rows = db.run_query(conn, task.answer, SECONDS, 10**5)[1]
-        conn.close()
-        return ", ".join(str(v) for r in rows for v in r)
+        return probe_hacks(self, tasks)
