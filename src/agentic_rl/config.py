@@ -53,8 +53,8 @@ class EnvConfig(Config):
     """Environment name: tool_use, codefix, math, sql, game, or package.module:Class."""
     env_args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the environment (tool_use: fault_rate, max_turns, kinds; codefix: max_turns,
-    fault_rate, episode_seconds; math: mode, levels, data, format_weight, length_penalty; sql: max_turns;
-    game: digits, guesses)."""
+    fault_rate, episode_seconds; math: mode, tool (calculator or python), levels, data, format_weight,
+    length_penalty; sql: max_turns; game: digits, guesses)."""
     seed: int = 0
     """Seed for tasks and sampling: the same seed and config give the same numbers on the CPU."""
 

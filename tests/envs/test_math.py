@@ -4,11 +4,14 @@ from functools import partial
 import pytest
 
 from agentic_rl.envs import check_env, make_env
+from agentic_rl.envs.codefix.sandbox import isolation_available
 from agentic_rl.envs.math.problems import HELD_OUT
 from agentic_rl.envs.math.reward import math_reward
 from agentic_rl.policies import RandomPolicy, TeacherPolicy
 from agentic_rl.runtime.parsing import format_tool_call
 from agentic_rl.runtime.rollout import run_episodes
+
+isolated = pytest.mark.skipif(not isolation_available(), reason="needs root and Linux namespaces for the sandbox")
 
 
 @pytest.mark.parametrize("reply, correct, formatted", [
@@ -51,9 +54,9 @@ def test_length_penalty_is_optional_and_bounded():
     assert math_reward("#### 3108", "3108", length_penalty=0.5).reward == pytest.approx(1.1)
 
 
-@pytest.mark.parametrize("mode", ["tool", "direct"])
-def test_check_env_passes(mode):
-    assert check_env(partial(make_env, "math", mode=mode), n=60) == []
+@pytest.mark.parametrize("args", [{"mode": "tool"}, {"mode": "direct"}, {"mode": "tool", "tool": "python"}])
+def test_check_env_passes(args):
+    assert check_env(partial(make_env, "math", **args), n=60) == []
 
 
 def test_held_out_templates_are_eval_only_and_numbers_do_not_cross():
@@ -66,11 +69,11 @@ def test_held_out_templates_are_eval_only_and_numbers_do_not_cross():
 
 
 def test_teacher_solves_and_random_does_not():
-    for mode in ("tool", "direct"):
-        env = make_env("math", mode=mode)
+    for args in ({"mode": "tool"}, {"mode": "direct"}, {"mode": "tool", "tool": "python"}):
+        env = make_env("math", **args)
         tasks = env.tasks("eval", 60)
-        teacher = run_episodes(partial(make_env, "math", mode=mode), tasks, TeacherPolicy())
-        random_ = run_episodes(partial(make_env, "math", mode=mode), tasks, RandomPolicy())
+        teacher = run_episodes(partial(make_env, "math", **args), tasks, TeacherPolicy())
+        random_ = run_episodes(partial(make_env, "math", **args), tasks, RandomPolicy())
         assert sum(t.success for t in teacher) / len(tasks) >= 0.95
         assert sum(t.success for t in random_) / len(tasks) <= 0.1
 
@@ -87,6 +90,51 @@ def test_tool_mode_calls_the_calculator_per_step_and_retries_faults():
         if r.terminated:
             break
     assert r.episode.success and r.episode.faults == 2 and r.episode.tool_calls == 2 and sum(rewards) == 1.1
+
+
+def _python_observer(monkeypatch, tmp_path):
+    """Play one `python` call per episode with a 1 s limit and the tool's directories under tmp_path."""
+    import tempfile
+
+    from agentic_rl.envs.codefix.sandbox import Limits
+    from agentic_rl.envs.math import python_tool
+
+    monkeypatch.setattr(python_tool, "LIMITS", Limits(wall_seconds=1, cpu_seconds=1))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    env = make_env("math", tool="python")
+    task = env.tasks("eval", 1)[0]
+
+    def observe(code):
+        env.reset(task)
+        return env.step(format_tool_call("python", {"code": code})).observation[0]["content"]
+
+    return observe
+
+
+def test_python_tool_shows_what_the_program_prints(monkeypatch, tmp_path):
+    """Its output; an error's last line; a loop stopped at the time limit, the same observation every time; nothing
+    left behind."""
+    from agentic_rl.envs.math.python_tool import CODE_LIMIT
+
+    observe = _python_observer(monkeypatch, tmp_path)
+    assert observe("print(37 * 84)") == "3108"
+    assert observe("1 / 0") == "error: ZeroDivisionError: division by zero"
+    assert observe("while True: pass") == observe("while True: pass") == "error: timeout: the program did not finish in 1 s"
+    assert observe("x = 1") == "(no output: print the value you need)"
+    assert "code too long" in observe("print(1)" + " " * CODE_LIMIT)
+    assert list(tmp_path.iterdir()) == []
+
+
+@isolated
+def test_python_tool_sees_none_of_our_files_and_no_network(monkeypatch, tmp_path):
+    import socket
+
+    observe = _python_observer(monkeypatch, tmp_path)
+    assert "FileNotFoundError" in observe(f"open({__file__!r}).read()")
+    with socket.create_server(("127.0.0.1", 0)) as server:  # reachable from here, not from the sandbox
+        port = server.getsockname()[1]
+        reply = observe(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=1); print('reached')")
+    assert reply.startswith("error:") and "reached" not in reply
 
 
 def test_the_seeds_grpo_example():
@@ -109,8 +157,8 @@ def test_the_seeds_grpo_example():
 
 
 def test_exploit_probes_earn_no_more_than_a_wrong_answer():
-    for mode in ("tool", "direct"):
-        env = make_env("math", mode=mode)
+    for args in ({"mode": "tool"}, {"mode": "direct"}, {"mode": "tool", "tool": "python"}):
+        env = make_env("math", **args)
         rows = env.probe_hacks(env.tasks("eval", 4))
         assert {r["exploit"] for r in rows} >= {"answer_spam", "conflicting_answers", "boxed_many_times",
                                                 "empty_answer", "answer_in_tool_call"}
@@ -130,6 +178,8 @@ def test_perturbations_keep_the_problem():
 def test_bad_arguments_are_clear():
     with pytest.raises(ValueError, match="mode must be one of direct, tool"):
         make_env("math", mode="chat")
+    with pytest.raises(ValueError, match="tool must be one of calculator, python"):
+        make_env("math", tool="bash")
     with pytest.raises(ValueError, match="levels"):
         make_env("math", levels=[4])
     with pytest.raises(ValueError, match=r"'gsm8k' .* or a path"):

@@ -4,7 +4,8 @@ talked round.
 Tasks: arithmetic at three levels and multi-step word problems (English and Chinese) with numbers drawn per task;
 three templates are held out for evaluation and the rest split by their numbers (`problems.py`). `data=gsm8k` (or a
 local file of GSM8K rows) uses real problems instead (`gsm8k.py`).
-Modes: `direct` answers in one turn (the book's setting); `tool` may call a calculator first, one call per step.
+Modes: `direct` answers in one turn (the book's setting); `tool` may call a tool first, one call per step: the
+`calculator` (the default) or `python` (a program run in codefix's sandbox, `python_tool.py`).
 Reward (`reward.py`): 1[correct] + format_weight × 1[`#### N` or `\\boxed{N}`] − a length penalty; hedged answers
 earn nothing. A turn that fails to parse costs INVALID_COST.
 """
@@ -22,14 +23,17 @@ from ..tool_env import Score, ToolEnv
 from ..tool_use import calculator
 from .gsm8k import load_problems
 from .problems import ARITH_PROMPTS, BY_ID, HELD_OUT, NAMES, TEMPLATES, draw_arithmetic, draw_word, show
+from .python_tool import python
 from .reward import math_reward
 
 INVALID_COST = 0.1
 MODES = ("direct", "tool")
+TOOLS = {"calculator": calculator, "python": python}
+TOOL_WORDS = {"calculator": "a calculator", "python": "a Python interpreter"}
 PROMPTS = {
     "direct": "Solve the problem. Show your working briefly, then give the final answer on its own line as "
               "#### <number>.",
-    "tool": "Solve the problem. You have a calculator: to use it, reply with only "
+    "tool": "Solve the problem. You have {tool}: to use it, reply with only "
             '<tool_call>{"name":...,"arguments":{...}}</tool_call>, one step per call. Then give the final answer '
             "as #### <number>.\nTools:\n",
 }
@@ -50,21 +54,24 @@ class MathEnv(ToolEnv):
 
     def __init__(self, mode: str = "tool", max_turns: int | None = None, fault_rate: float = 0.0,
                  format_weight: float = 0.1, length_penalty: float = 0.0, levels: list[int] | None = None,
-                 data: str | None = None):
+                 data: str | None = None, tool: str = "calculator"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if tool not in TOOLS:
+            raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool!r}")
         if not set(levels or [1]) <= {1, 2, 3} or levels == []:
             raise ValueError(f"levels must be a non-empty subset of [1, 2, 3], got {levels}")
         if not 0.0 <= fault_rate <= 1.0 or format_weight < 0 or length_penalty < 0:
             raise ValueError("fault_rate must be in [0, 1]; format_weight and length_penalty ≥ 0")
-        self.mode, self.levels, self.data = mode, list(levels or [1, 2, 3]), data
+        self.mode, self.tool, self.levels, self.data = mode, tool, list(levels or [1, 2, 3]), data
         self.fault_rate, self.format_weight, self.length_penalty = fault_rate, format_weight, length_penalty
         self.max_turns = max_turns or (6 if mode == "tool" else 1)
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be ≥ 1, got {self.max_turns}")
         self.supports_faults = mode == "tool"  # type: ignore[misc]
-        self.tools = Toolbox([calculator] if mode == "tool" else [])
-        self.system_prompt = PROMPTS[mode] + (self.tools.schemas_text() if mode == "tool" else "")
+        self.tools = Toolbox([TOOLS[tool]] if mode == "tool" else [])
+        self.system_prompt = (PROMPTS[mode].replace("{tool}", TOOL_WORDS[tool])
+                              + (self.tools.schemas_text() if mode == "tool" else ""))
         self._problems = load_problems(data) if data else None
 
     # -- tasks --
@@ -99,7 +106,7 @@ class MathEnv(ToolEnv):
 
     def _task(self, tid: str, split: Split, kind: str, prompt: str, answer: str, steps: list[tuple[str, Any]],
               meta: tuple[tuple[str, Any], ...]) -> Task:
-        ref = tuple(("calculator", (("expression", e),)) for e, _ in steps) if self.mode == "tool" else ()
+        ref = tuple(step_call(self.tool, e) for e, _ in steps) if self.mode == "tool" else ()
         return Task(tid, split, kind, prompt, answer, ref, (("steps", tuple(steps)), *meta))
 
     def _perturbed(self, task: Task, how: str) -> Task | None:
@@ -126,7 +133,7 @@ class MathEnv(ToolEnv):
     def turn_reward(self, task: Task, turn: TurnRecord) -> float:
         return -INVALID_COST if turn.parsed == "ParseError" else 0.0
 
-    # -- the teacher: one calculator call per step (tool mode) or the working (direct), then #### answer --
+    # -- the teacher: one tool call per step (tool mode) or the working (direct), then #### answer --
 
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
         noise = noise or {}
@@ -156,6 +163,13 @@ class MathEnv(ToolEnv):
         from .exploits import probe_hacks
 
         return probe_hacks(self, tasks)
+
+def step_call(tool: str, expr: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The teacher's call for one step: the expression itself, or a program that prints it."""
+    if tool == "calculator":
+        return "calculator", (("expression", expr),)
+    return "python", (("code", f"print({expr.replace('×', '*').replace('÷', '/')})"),)
+
 
 def _word_prompt(template: str, lang: str, values: dict[str, Any], name: int) -> str:
     return getattr(BY_ID[template], lang).format(name=NAMES[name][lang == "zh"], **values)
