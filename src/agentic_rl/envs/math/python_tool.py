@@ -1,5 +1,7 @@
 """The math env's `python` tool: the agent's program runs in codefix's sandbox (its own uid, an allow-list root with
-the standard library only, no network, rlimits, a wall-clock limit) in a fresh empty directory removed afterwards."""
+the standard library only, no network, rlimits, a wall-clock limit) in a fresh empty directory removed afterwards.
+As for codefix, disk quota is out of scope (docs/codefix-threat-model.md): files are capped at 1 MiB each and a run at
+5 s."""
 
 from __future__ import annotations
 
