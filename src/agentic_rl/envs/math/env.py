@@ -164,6 +164,7 @@ class MathEnv(ToolEnv):
 
         return probe_hacks(self, tasks)
 
+
 def step_call(tool: str, expr: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """The teacher's call for one step: the expression itself, or a program that prints it."""
     if tool == "calculator":
