@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,21 @@ def short_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("pipeline") / "run"
     args = ["run", "--env", "tool_use", "--out", str(out), *SHORT_RUN]
     return out, args, CliRunner().invoke(app, args)
+
+
+@pytest.fixture
+def busy_cores():
+    """A context manager that keeps every core busy (one CPU-bound process per core) while its block runs: for tests
+    of what must not depend on the machine's load."""
+
+    @contextmanager
+    def busy():
+        procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+        try:
+            yield
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+
+    return busy

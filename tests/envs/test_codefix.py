@@ -115,8 +115,20 @@ def _py(sb: Sandbox, code: str):
 @isolated
 def test_sandbox_infinite_loop_is_stopped(sandbox):
     r = _py(sandbox, "while True: pass")
-    assert r.outcome in ("timeout", "killed:SIGKILL", "killed:SIGXCPU")
+    assert r.outcome == "timeout" and r.timed_out and r.returncode is None
     assert r.wall_seconds <= sandbox.limits.wall_seconds + 1
+
+
+@isolated
+def test_sandbox_cpu_limit_decides_whatever_the_load(sandbox, busy_cores):
+    """A loop ends at the CPU-time limit, a program that only waits at the wall-clock backstop, one that catches
+    SIGXCPU at the hard limit a second later: all three are the same `timeout`, with the machine's cores busy."""
+    with busy_cores():
+        for code in ("while True: pass", "import time; time.sleep(60)",
+                     "import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\nwhile True: pass"):
+            r = _py(sandbox, code)
+            assert (r.outcome, r.returncode) == ("timeout", None), (code, r)
+        assert _py(sandbox, "x = bytearray(4 << 30)").outcome != "timeout"  # a memory bomb is not a timeout
 
 
 @isolated
@@ -366,7 +378,7 @@ def test_teacher_retries_transient_faults():
 
 def test_a_timed_out_test_run_shows_no_partial_output():
     """How far the tests get before the time limit depends on the machine's load: the observation must not."""
-    env = CodeFixEnv(limits=Limits(wall_seconds=1, cpu_seconds=5))
+    env = CodeFixEnv(limits=Limits(cpu_seconds=1, wall_seconds=4))
     task = env.tasks("eval", 1, 0)[0]
     env.reset(task)
     test_file = env.workspace.root / f"test_{task.get('module')}.py"

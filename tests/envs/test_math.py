@@ -93,13 +93,14 @@ def test_tool_mode_calls_the_calculator_per_step_and_retries_faults():
 
 
 def _python_observer(monkeypatch, tmp_path):
-    """Play one `python` call per episode with a 1 s limit and the tool's directories under tmp_path."""
+    """Play one `python` call per episode with a 1 s CPU limit (4 s of wall clock as the backstop) and the tool's
+    directories under tmp_path."""
     import tempfile
 
     from agentic_rl.envs.codefix.sandbox import Limits
     from agentic_rl.envs.math import python_tool
 
-    monkeypatch.setattr(python_tool, "LIMITS", Limits(wall_seconds=1, cpu_seconds=1))
+    monkeypatch.setattr(python_tool, "LIMITS", Limits(cpu_seconds=1, wall_seconds=4))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     env = make_env("math", tool="python")
     task = env.tasks("eval", 1)[0]
@@ -123,6 +124,17 @@ def test_python_tool_shows_what_the_program_prints(monkeypatch, tmp_path):
     assert observe("x = 1") == "(no output: print the value you need)"
     assert "code too long" in observe("print(1)" + " " * CODE_LIMIT)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_python_tool_gives_the_same_timeout_observation_on_a_busy_machine(monkeypatch, tmp_path, busy_cores):
+    """CPU time decides, the wall clock is only a backstop reported the same way: with every core kept busy, a loop
+    and a program that waits past the backstop both read as the same timeout, every time."""
+    observe = _python_observer(monkeypatch, tmp_path)
+    want = "error: timeout: the program did not finish in 1 s"
+    with busy_cores():
+        assert [observe("while True: pass") for _ in range(3)] == [want] * 3
+        assert observe("import time; time.sleep(30)") == want
+        assert observe("print(sum(range(10**5)))") == "4999950000"
 
 
 @isolated

@@ -96,7 +96,8 @@ class CodeFixEnv(ToolEnv):
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate}")
         self.max_turns, self.fault_rate = max_turns, fault_rate
-        self.limits = limits or Limits(wall_seconds=2, cpu_seconds=2)  # the corpus tests take milliseconds
+        # The corpus tests take milliseconds: 2 s of CPU time decide, 6 s of wall clock stop a run that waits.
+        self.limits = limits or Limits(cpu_seconds=2, wall_seconds=6)
         self.modules = {m.name: m for m in (modules or CORPUS)}
         self._custom = modules is not None
         self.tools = Toolbox([self.list_files, self.read_file, self.edit_file, self.run_test, self.finish])
@@ -176,7 +177,7 @@ class CodeFixEnv(ToolEnv):
         if res.timed_out:
             # Not the partial output: how far the tests got in the time limit depends on the machine's load, and
             # the same trajectory must give the same observation (and reward).
-            text = (f"timeout: the tests did not finish in {self.limits.wall_seconds:g} s (an infinite loop or very "
+            text = (f"timeout: the tests did not finish in {self.limits.cpu_seconds:g} s (an infinite loop or very "
                     f"slow code?); run one test id to see which" if limit >= self.limits.wall_seconds else
                     "timeout: the episode's time ran out while the tests ran")
         elif res.outcome.startswith("killed"):

@@ -68,6 +68,9 @@ sys.path.insert(0, ".")
 marker, results = request["marker"], []
 def on_alarm(signum, frame):
     raise TimeoutError("case timed out")
+# CPU time decides (the same case meets the same limit on a busy machine); the wall clock, at 4x, only stops a case
+# that waits without computing. Both are the same timeout.
+signal.signal(signal.SIGPROF, on_alarm)
 signal.signal(signal.SIGALRM, on_alarm)
 try:
     namespace = dict(vars(importlib.import_module(request["module"])))
@@ -75,19 +78,21 @@ except BaseException as e:
     print(marker + json.dumps({"import_error": type(e).__name__}), flush=True)
     raise SystemExit(0)
 for expr in request["cases"]:
-    signal.setitimer(signal.ITIMER_REAL, request["seconds"])
+    signal.setitimer(signal.ITIMER_PROF, request["seconds"])
+    signal.setitimer(signal.ITIMER_REAL, 4 * request["seconds"])
     try:
         results.append({"ok": True, "value": plain(eval(expr, dict(namespace)))})
     except BaseException as e:
         results.append({"ok": False, "error": type(e).__name__})
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
 sys.stdout.write(marker + json.dumps({"results": results}) + "\\n")
 sys.stdout.flush()
 '''
 
 
-SECONDS_PER_CASE = 0.5  # each value check's own time limit (the corpus functions take microseconds)
+SECONDS_PER_CASE = 0.5  # each value check's own CPU-time limit (the corpus functions take microseconds)
 
 
 @dataclass
@@ -203,13 +208,13 @@ def grade(module: Module, source: str, agent_files: dict[str, bytes], limits: Li
     root = Path(tempfile.mkdtemp(prefix="codefix-grade-")).resolve()
     try:
         notes = grading_copy(module, source, agent_files, root)
-        sandbox = Sandbox(root, limits or Limits(wall_seconds=20, cpu_seconds=20))
+        sandbox = Sandbox(root, limits or Limits(cpu_seconds=20, wall_seconds=60))
         by_pytest, vnotes = run_visible(module, sandbox)
         cases = module.visible + module.hidden
         # One child for all cases, with a budget that fits every case's own alarm: a case that loops forever must
         # fail alone, not take the cases after it down with the whole child (and make a no-op score 0).
         budget = len(cases) * SECONDS_PER_CASE + 2
-        sandbox.limits = replace(sandbox.limits, wall_seconds=max(sandbox.limits.wall_seconds, budget),
+        sandbox.limits = replace(sandbox.limits, wall_seconds=max(sandbox.limits.wall_seconds, 4 * budget + 2),
                                              cpu_seconds=max(sandbox.limits.cpu_seconds, math.ceil(budget)))
         values, cnotes = run_values(module, cases, sandbox, SECONDS_PER_CASE)
         by_value, hidden, hnotes = values[:len(module.visible)], values[len(module.visible):], []

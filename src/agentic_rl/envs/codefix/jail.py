@@ -113,14 +113,25 @@ def enter(workspace: str, limits: dict[str, int], uid: int | None, jail: dict | 
         os.chdir(workspace)
     if close_fds:
         os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    for res, value in ((resource.RLIMIT_CPU, limits["cpu_seconds"]), (resource.RLIMIT_AS, limits["memory_bytes"]),
-                       (resource.RLIMIT_FSIZE, limits["file_bytes"]), (resource.RLIMIT_NOFILE, limits["open_files"]),
-                       (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, limits["processes"])):
+    # CPU: SIGXCPU at the limit, SIGKILL a second later for a program that catches it (`cpu_limited` tells both).
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
+    for res, value in ((resource.RLIMIT_AS, limits["memory_bytes"]), (resource.RLIMIT_FSIZE, limits["file_bytes"]),
+                       (resource.RLIMIT_NOFILE, limits["open_files"]), (resource.RLIMIT_CORE, 0),
+                       (resource.RLIMIT_NPROC, limits["processes"])):
         resource.setrlimit(res, (value, value))
     if uid is not None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+
+
+def cpu_limited(status: int, cpu_seconds: float, limit: float) -> bool:
+    """Whether a wait status and the CPU time the process used say that the CPU-time limit ended it (SIGXCPU, or
+    the SIGKILL one second of CPU later), not a crash or a memory kill."""
+    if not os.WIFSIGNALED(status):
+        return False
+    sig = os.WTERMSIG(status)
+    return sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_seconds >= limit)
 
 
 def kill_uid(uid: int) -> None:

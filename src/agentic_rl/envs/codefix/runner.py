@@ -103,26 +103,30 @@ for line in sys.stdin:
     pid = os.fork()
     if pid == 0:
         child(req)
-    timed_out, status = False, None
+    wall_out, status, usage = False, None, None
     deadline = t0 + req["wall_seconds"]
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
             break
         if time.monotonic() > deadline:
-            timed_out = True
+            wall_out = True
             break
         time.sleep(0.0005)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    if timed_out:
-        _, status = os.waitpid(pid, 0)
+    if wall_out:
+        _, status, usage = os.wait4(pid, 0)
     if req["uid"] is not None and jail.any_process(req["uid"]):
         jail.kill_uid(req["uid"])
+    cpu = usage.ru_utime + usage.ru_stime
+    # The CPU-time limit decides; the wall clock is the backstop for a program that waits: both are a timeout.
+    timed_out = wall_out or jail.cpu_limited(status, cpu, req["limits"]["cpu_seconds"])
     rc = None if timed_out else (-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
-    reply = {"id": req["id"], "returncode": rc, "timed_out": timed_out, "wall_seconds": time.monotonic() - t0}
+    reply = {"id": req["id"], "returncode": rc, "timed_out": timed_out, "wall_seconds": time.monotonic() - t0,
+             "cpu_seconds": cpu}
     os.write(reply_fd, (json.dumps(reply) + "\n").encode())
 '''
 
@@ -172,7 +176,8 @@ class ForkServer:
                 except TimeoutError:
                     self.close(kill=True)
                     return RunResult(None, "", "", True, req["wall_seconds"])
-            return read_result(io, reply["returncode"], reply["timed_out"], reply["wall_seconds"])
+            return read_result(io, reply["returncode"], reply["timed_out"], reply["wall_seconds"],
+                               reply.get("cpu_seconds", 0.0))
         finally:
             remove_tree(io)
 

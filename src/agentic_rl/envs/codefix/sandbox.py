@@ -52,7 +52,12 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 
 @dataclass(frozen=True)
 class Limits:
-    wall_seconds: float = 10.0
+    """A run's limits. CPU time decides when a run has taken too long, so the same program meets the same limit
+    however busy the machine is; the wall clock is only the backstop for a program that waits without computing
+    (sleeps, blocks), and should leave room for a loaded machine (a few times `cpu_seconds`). Either ends the run
+    as a timeout."""
+
+    wall_seconds: float = 30.0
     cpu_seconds: int = 10
     memory_bytes: int = 1 << 30
     file_bytes: int = 8 << 20
@@ -62,15 +67,16 @@ class Limits:
 
 @dataclass(frozen=True)
 class RunResult:
-    returncode: int | None  # None when killed for the timeout
+    returncode: int | None  # None when a time limit ended the run
     stdout: str
     stderr: str
-    timed_out: bool
+    timed_out: bool  # the CPU-time limit, or the wall-clock backstop, ended the run
     wall_seconds: float
+    cpu_seconds: float = 0.0  # of the run's main process
 
     @property
     def outcome(self) -> str:
-        """'ok', 'failed' (non-zero exit), 'timeout', 'killed:SIGNAME' (e.g. SIGXCPU, SIGKILL after a memory bomb)."""
+        """'ok', 'failed' (non-zero exit), 'timeout' (a time limit), 'killed:SIGNAME' (another signal)."""
         if self.timed_out:
             return "timeout"
         if self.returncode is not None and self.returncode < 0:
@@ -185,26 +191,35 @@ def _cold_run(argv: list[str], workspace: str, limits: Limits, uid: int | None, 
             proc = subprocess.Popen(argv, cwd=workspace, env=env, stdin=i, stdout=o, stderr=e, close_fds=True,
                                     preexec_fn=lambda: jail.enter(workspace, dataclasses.asdict(limits), uid,
                                                                   jail_spec, close_fds=False))
-            timed_out = False
+            wall_out, status, usage = False, 0, None
             try:
-                proc.wait(timeout=limits.wall_seconds)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                while True:  # wait4, not Popen.wait: the CPU time the run used comes with its exit status
+                    done, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                    if done:
+                        break
+                    if time.monotonic() - t0 > limits.wall_seconds:
+                        wall_out = True
+                        break
+                    time.sleep(0.001)
             finally:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-                proc.wait()
-        return read_result(io, None if timed_out else proc.returncode, timed_out, time.monotonic() - t0)
+                if usage is None or wall_out:
+                    _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        cpu = usage.ru_utime + usage.ru_stime
+        timed_out = wall_out or jail.cpu_limited(status, cpu, limits.cpu_seconds)
+        return read_result(io, None if timed_out else proc.returncode, timed_out, time.monotonic() - t0, cpu)
     finally:
         remove_tree(io)
 
 
-def read_result(io: str, returncode: int | None, timed_out: bool, wall: float) -> RunResult:
+def read_result(io: str, returncode: int | None, timed_out: bool, wall: float, cpu: float = 0.0) -> RunResult:
     """A finished run's result from the files its output went to (the last OUTPUT_CAP bytes of each)."""
     out, err = (read_tail(os.path.join(io, name), OUTPUT_CAP).decode(errors="replace") for name in ("stdout", "stderr"))
-    return RunResult(returncode, out, err, timed_out, wall)
+    return RunResult(returncode, out, err, timed_out, wall, cpu)
 
 
 @functools.lru_cache(maxsize=1)
