@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from ..atomic import umask_modes
+
 
 def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
     """Write `gguf_file` as a plain HF model directory at `out_dir` (atomically: all of it, or nothing)."""
@@ -43,6 +45,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
                          f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    umask_modes(tmp)  # safetensors writes its weights 0600: the cache would be readable by its owner only
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return out_dir

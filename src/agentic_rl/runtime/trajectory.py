@@ -7,12 +7,12 @@ format (assistant tool calls under `tool_calls`), so TRL's SFTTrainer can read i
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from ..atomic import atomic_open
 
 Outcome = Literal["ok", "truncated", "env_error", "timeout"]
 OUTCOMES: tuple[str, ...] = ("ok", "truncated", "env_error", "timeout")
@@ -76,14 +76,10 @@ def assistant_message(text: str, tool_call: tuple[str, dict[str, Any]] | None) -
 
 
 def save_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> None:
-    """Write one trajectory per line, atomically (a temp file in the same directory, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Write one trajectory per line, atomically (see `atomic.atomic_open`)."""
+    with atomic_open(path) as f:
         for t in trajectories:
             f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def load_jsonl(path: str | Path) -> list[Trajectory]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, umask_modes
 
 
 def save_model_dir(model: Any, tokenizer: Any, dest: str | Path, extra: dict[str, Any] | None = None) -> Path:
@@ -32,6 +32,7 @@ def save_model_dir(model: Any, tokenizer: Any, dest: str | Path, extra: dict[str
                 (tmp / name).write_text(obj, encoding="utf-8")
             else:
                 torch.save(obj, tmp / name)
+        umask_modes(tmp)  # mkdtemp's 0700 and safetensors' 0600 would make the published directory private
         # A rename cannot replace a non-empty directory: the old one moves aside first (between the two renames,
         # only `.NAME.old` holds a model), then is removed.
         if dest.exists():
