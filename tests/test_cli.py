@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -105,3 +106,33 @@ def test_an_envs_own_turn_budget_applies_wherever_the_env_is_used(tiny_dir):
         assert cls(policy=str(tiny_dir)).load(tool_use).sampling.max_new_tokens == 96
         cfg = load_config(cls, None, ["env=codefix", f"policy={tiny_dir}", "max_new_tokens=64"])
         assert cfg.load(codefix).sampling.max_new_tokens == 64  # the user's value wins
+
+
+def test_without_a_terminal_training_and_evaluation_print_plain_progress_lines(monkeypatch, tmp_path, tiny_dir):
+    """No bar and no spinner where nobody sees one (nohup, CI, a log): a plain line with the progress, the elapsed
+    time and an ETA (here one per update: the time between lines is set to 0)."""
+    from agentic_rl import ui
+
+    from .conftest import SMALL_SFT
+
+    monkeypatch.setattr(ui, "PLAIN_EVERY_S", 0.0)
+    r = runner.invoke(app, ["sft", "--out", str(tmp_path / "s"), *SMALL_SFT, "demos=16", "max_steps=3",
+                            "batch_size=8", "eval_every=0", "eval_tasks=2", "final_eval_samples=1",
+                            "teacher_samples=1"])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("SFT loss")]
+    assert [ln.split()[3] for ln in lines] == ["1/3", "2/3", "3/3"], r.output
+    assert all(" · elapsed 0:00:" in ln and " · ETA " in ln for ln in lines)
+    r = runner.invoke(app, ["eval", "--policy", str(tiny_dir), "--n", "3", "--k", "1", "--no-robustness",
+                            "max_new_tokens=8"])
+    assert r.exit_code == 0, r.output
+    assert "evaluating: main run: episodes 3/3 · elapsed" in r.output, r.output
+
+
+def test_transformers_weight_loading_bars_show_only_with_verbose(tiny_dir):
+    script = Path(sys.executable).parent / "agentic-rl"
+    args = ["rollout", "--policy", str(tiny_dir), "--n", "1", "--quiet", "max_new_tokens=4"]
+    quiet = subprocess.run([str(script), *args], capture_output=True, text=True)
+    verbose = subprocess.run([str(script), "--verbose", *args], capture_output=True, text=True)
+    assert quiet.returncode == verbose.returncode == 0, quiet.stderr + verbose.stderr
+    assert "Loading weights" not in quiet.stderr and "Loading weights" in verbose.stderr

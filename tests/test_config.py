@@ -60,7 +60,8 @@ def test_doctor_refuses_policy_settings_without_a_policy_and_a_bad_env_value_is_
     with pytest.raises(ConfigError, match="group: it is used only with a policy"):
         load_config(DoctorConfig, None, ["group=8"])
     assert load_config(DoctorConfig, None, ["group=8", "policy=random"]).group == 8
-    with pytest.raises(ConfigError, match=r"env codefix with env_args .*AttributeError"):
+    with pytest.raises(ConfigError, match=r"env_args.modules: input should be .*; env codefix takes modules: "
+                                          r"list\[Module\] \| None$"):
         load_config(DoctorConfig, None, ["env=codefix", "env_args.modules=[1]"])
     with pytest.raises(ConfigError, match="max_new_tokens"):
         load_config(GRPOConfig, None, ["max_new_tokens=0"])

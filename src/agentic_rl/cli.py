@@ -4,8 +4,10 @@ report."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,14 +19,44 @@ from typer.core import TyperCommand
 
 from .atomic import atomic_write_json, atomic_write_text
 from .config import C, Config, fields_help, load_config
-from .ui import config_table, console
+from .ui import config_table, console, status
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Train LLM agents to use tools well: SFT, then agentic GRPO with verifiable rewards.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"agentic-rl {importlib.metadata.version('agentic-rl')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Show the libraries' own progress bars "
+                                                                           "and info logs (transformers' weight "
+                                                                           "loading, …)."),
+                 version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                              help="Print the version and exit.")) -> None:
+    """Train LLM agents to use tools well: SFT, then agentic GRPO with verifiable rewards."""
+    quiet_libraries(not verbose)
+
+
+def quiet_libraries(quiet: bool) -> None:
+    """Hide (or show) transformers' and huggingface_hub's per-load progress bars: one "Loading weights" bar per
+    model load is noise in a log, and the commands print their own progress."""
+    if quiet:
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    else:
+        os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+        logging.getLogger("agentic_rl").setLevel(logging.INFO)
+    if "transformers" in sys.modules:  # already imported: its switch, not the environment, decides
+        from transformers.utils import logging as hf_logging
+
+        (hf_logging.disable_progress_bar if quiet else hf_logging.enable_progress_bar)()
+
+
 def _fail(msg: str, code: int = 2) -> NoReturn:
-    console.print(f"[red]error:[/] {escape(msg)}")
+    console.print(f"[red]error:[/] {escape(msg)}", soft_wrap=True)  # one line in a log, however long
     raise typer.Exit(code)
 
 
@@ -45,7 +77,24 @@ def _with_config_help(config: Callable[[], type[Config]], note: str = "", skip: 
             super().format_help(ctx, formatter)
             console.print(config_table(fields_help(config(), skip=skip), note))
 
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            _refuse_keys_as_options(args, {o for p in self.params for o in p.opts}, config)
+            return super().parse_args(ctx, args)
+
     return ConfigCommand
+
+
+def _refuse_keys_as_options(args: list[str], options: set[str], config: Callable[[], type[Config]]) -> None:
+    """`--lr 1e-3` where lr is a config key, not an option: say how to give it (lr=1e-3)."""
+    for i, arg in enumerate(args):
+        flag, _, value = arg.partition("=")
+        if not flag.startswith("--") or flag in options:
+            continue
+        key = flag[2:].replace("-", "_")
+        if key in {row[0] for row in fields_help(config())}:
+            if not value:
+                value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else "VALUE"
+            _fail(f"no option {flag}: {key} is a config key, given as key=value: {key}={value}")
 
 
 _KEYS = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -59,6 +108,17 @@ def _config(cls: type[C], ctx: typer.Context, config: Path | None, base: dict[st
         return load_config(cls, config, ctx.args, base=base, **explicit)
     except ValueError as e:
         _fail(str(e))
+
+
+def _check_json_out(path: Path | None) -> None:
+    """Refuse an unwritable --json before the work whose result it would hold."""
+    from .atomic import check_output_file
+
+    if path is not None:
+        try:
+            check_output_file(path, "--json")
+        except ValueError as e:
+            _fail(str(e))
 
 
 def _train(train: Any, cfg: Config, out: Path, resume: bool) -> None:
@@ -80,47 +140,73 @@ RUN_NOTE = ("sft.KEY and grpo.KEY: any key of `agentic-rl sft --help` and `agent
             "seed, device and policy, which the run sets for both.")
 
 
+def _saved_base(out: Path, resume: bool) -> dict[str, Any] | None:
+    """With --resume, the config the run in `out` saved: what it resumes under, unless the user changes a key
+    (which the trainer then refuses, naming it)."""
+    from .config import read_yaml
+
+    saved = out / "config.yaml"
+    if not (resume and saved.is_file()):
+        return None
+    try:
+        return read_yaml(saved)
+    except ValueError as e:
+        _fail(str(e))
+
+
 @app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("pipeline", "RunConfig"), RUN_NOTE, skip=("sft", "grpo")))
 def run(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
+        policy: str | None = typer.Option(None, help="The model the ladder starts from (default: tiny)."),
+        seed: int | None = typer.Option(None, help="Seed for tasks, sampling and every stage (default: 0)."),
         out: Path = typer.Option(Path("runs/run"), help="Run directory."),
         config: Path | None = CONFIG_OPTION,
-        resume: bool = typer.Option(False, help="Continue the run in --out: finished stages are kept.")) -> None:
+        resume: bool = typer.Option(False, help="Continue the run in --out under its saved config: finished "
+                                                "stages are kept.")) -> None:
     """The whole ladder: demonstrations → SFT → GRPO → held-out comparison of the starting model (prompted), the
     noisy teacher, SFT and GRPO. The tiny policy by default; policy=smollm2-135m (or any model) for a real one.
     Extra arguments: key=value config overrides (sft.lr=1e-3, grpo.steps=20)."""
     from .pipeline import RunConfig, env_run_defaults, run_pipeline
 
-    try:
-        base = env_run_defaults(config, ctx.args, env)
-    except ValueError as e:
-        _fail(str(e))
-    _train(run_pipeline, _config(RunConfig, ctx, config, base=base, env=env), out, resume)
+    base = _saved_base(out, resume)
+    if base is None:
+        try:
+            base = env_run_defaults(config, ctx.args, env, policy)
+        except ValueError as e:
+            _fail(str(e))
+    _train(run_pipeline, _config(RunConfig, ctx, config, base=base, env=env, policy=policy, seed=seed), out, resume)
 
 
 @app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("train.sft", "SFTConfig")))
 def sft(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
+        policy: str | None = typer.Option(None, help="Starting policy (default: tiny)."),
+        seed: int | None = typer.Option(None, help="Seed for tasks, demonstrations and sampling (default: 0)."),
         out: Path = typer.Option(Path("runs/sft"), help="Run directory."),
         config: Path | None = CONFIG_OPTION,
-        resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
+        resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint, under its "
+                                                "saved config.")) -> None:
     """Supervised fine-tuning on noisy-teacher demonstrations. Extra arguments: key=value config overrides."""
     from .train.sft import SFTConfig, train_sft
 
-    _train(train_sft, _config(SFTConfig, ctx, config, env=env), out, resume)
+    cfg = _config(SFTConfig, ctx, config, base=_saved_base(out, resume), env=env, policy=policy, seed=seed)
+    _train(train_sft, cfg, out, resume)
 
 
 @app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("train.grpo", "GRPOConfig")))
 def grpo(ctx: typer.Context,
          env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
          policy: str | None = typer.Option(None, help="Starting policy (default: runs/sft/model)."),
+         seed: int | None = typer.Option(None, help="Seed for tasks and sampling (default: 0)."),
          out: Path = typer.Option(Path("runs/grpo"), help="Run directory."),
          config: Path | None = CONFIG_OPTION,
-         resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint.")) -> None:
+         resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint, under its "
+                                                 "saved config.")) -> None:
     """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
     from .train.grpo import GRPOConfig, train_grpo
 
-    _train(train_grpo, _config(GRPOConfig, ctx, config, env=env, policy=policy), out, resume)
+    cfg = _config(GRPOConfig, ctx, config, base=_saved_base(out, resume), env=env, policy=policy, seed=seed)
+    _train(train_grpo, cfg, out, resume)
 
 
 @app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("commands", "RolloutConfig")))
@@ -146,6 +232,7 @@ def rollout(ctx: typer.Context,
 
     cfg = _config(RolloutConfig, ctx, config, env=env, policy=policy, n=n, group=group, split=split,
                   task_id=task_id, seed=seed, temperature=temperature, device=device)
+    _check_json_out(json_out)
     try:
         factory = cfg.env_factory()
         e = factory()
@@ -186,6 +273,7 @@ def eval_(ctx: typer.Context,
     from .commands import EvalConfig, run_eval
     from .evaluation import families as ev
 
+    _check_json_out(json_out)
     if compare:
         try:
             worse = ev.compare(ev.load_result(compare[0]), ev.load_result(compare[1]))
@@ -196,8 +284,8 @@ def eval_(ctx: typer.Context,
     cfg = _config(EvalConfig, ctx, config, env=env, policy=policy, n=n, k=k, seed=seed, temperature=temperature,
                   tokenizer=tokenizer, robustness=robustness, device=device)
     try:
-        with console.status("evaluating") as status:
-            result = run_eval(cfg, progress=lambda msg: status.update(f"evaluating: {msg}"))
+        with status("evaluating") as spinner:
+            result = run_eval(cfg, progress=lambda msg: spinner.update(f"evaluating: {msg}"))
         if baseline:
             result["regression"] = {"baseline": str(baseline), "worse": ev.compare(ev.load_result(baseline), result)}
     except ValueError as err:
@@ -242,6 +330,7 @@ def doctor(ctx: typer.Context,
 
     cfg = _config(DoctorConfig, ctx, config, env=env, policy=policy, n=n, group=group, temperature=temperature,
                   device=device)
+    _check_json_out(json_out)
     try:
         factory = cfg.env_factory()
         pol = cfg.load(factory()) if cfg.policy else None
@@ -277,6 +366,7 @@ def probe_hacks(ctx: typer.Context,
     from .envs import ENVS, Env
 
     cfg = _config(ProbeConfig, ctx, config, env=env, n=n, seed=seed)
+    _check_json_out(json_out)
     try:
         e = cfg.env_factory()()
     except ValueError as err:
@@ -343,15 +433,16 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (from agent
            ) -> None:
     """Write one self-contained HTML report of a run: config, learning curves, the six-family evaluation,
     exploit probes and a trajectory viewer. `agentic-rl run` writes it at the end of every run."""
+    from .atomic import check_output_file
     from .evaluation.report import build_report
 
+    path = out or run_dir / "report.html"
     try:
+        check_output_file(path, "--out" if out else "report")
         page = build_report(run_dir)
     except ValueError as err:
         _fail(str(err))
         return
-    path = out or run_dir / "report.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, page)
     console.print(f"report → {path}")
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .config import ConfigError, EnvConfig
+from .config import ConfigError, EnvConfig, used_only_with
 from .device import Device
 from .envs import Env
 from .envs.base import Task
@@ -30,18 +30,18 @@ class PolicyConfig(EnvConfig):
     policy: str | None = None
     """The policy: a model (a preset such as smollm2-135m, a model directory, a .gguf file or a Hub id), tiny,
     teacher, noisy-teacher, random or script:FILE."""
-    temperature: float = 1.0
+    temperature: float = Field(1.0, ge=0)
     """Sampling temperature of a model policy (0: greedy)."""
     max_new_tokens: int | None = Field(None, ge=1)
     """Most tokens in one assistant turn of a model policy; None: the env's own (`Env.max_new_tokens`)."""
     device: Device = "auto"
     """Where a model policy runs: `auto` (the CUDA GPU when torch sees one, else the CPU), `cpu` or `cuda`."""
 
-    def unused_keys(self) -> list[str]:
-        out = super().unused_keys()
+    def inapplicable(self) -> dict[str, str]:
+        out = super().inapplicable()
         if self.policy is not None and not is_model(self.policy):
-            out += [f"{k}: policy={self.policy} samples no tokens, so {k}= would be ignored"
-                    for k in self.given("temperature", "max_new_tokens", "device")]
+            out |= {k: f"policy={self.policy} samples no tokens, so {{key}}= would be ignored"
+                    for k in ("temperature", "max_new_tokens", "device")}
         return out
 
     def load(self, env: Env) -> Policy:
@@ -59,20 +59,19 @@ class PolicyConfig(EnvConfig):
 class RolloutConfig(PolicyConfig):
     """`agentic-rl rollout`: run a policy on a few tasks and show its trajectories."""
 
-    n: int = 3
+    n: int = Field(3, ge=1)
     """Number of tasks."""
-    group: int = 1
+    group: int = Field(1, ge=1)
     """Episodes per task."""
     split: Literal["train", "eval"] = "eval"
     """Which split the tasks come from."""
     task_id: str | None = None
     """Run only this task (by its stable id); n and split are then not used."""
 
-    def unused_keys(self) -> list[str]:
-        out = super().unused_keys()
+    def inapplicable(self) -> dict[str, str]:
+        out = super().inapplicable()
         if self.task_id is not None:
-            out += [f"{k}: task_id={self.task_id} names the task, so {k}= would be ignored"
-                    for k in self.given("n", "split")]
+            out |= {k: f"task_id={self.task_id} names the task, so {{key}}= would be ignored" for k in ("n", "split")}
         return out
 
     def tasks(self, env: Env) -> list[Task]:
@@ -83,37 +82,36 @@ class RolloutConfig(PolicyConfig):
 class EvalConfig(PolicyConfig):
     """`agentic-rl eval`: the six-family evaluation of a policy on held-out tasks."""
 
-    n: int = 100
+    n: int = Field(100, ge=1)
     """Held-out tasks."""
-    k: int = 3
+    k: int = Field(3, ge=1)
     """Attempts per task (pass@k, pass^k)."""
     robustness: bool = True
     """Also run the fault and prompt-perturbation conditions."""
-    robustness_tasks: int | None = None
+    robustness_tasks: int | None = Field(None, ge=1)
     """Held-out tasks for each robustness condition (None: all n)."""
     tokenizer: str | None = None
     """Count a scripted policy's tokens with this model directory's tokenizer and chat template."""
 
-    def unused_keys(self) -> list[str]:
-        out = super().unused_keys()
-        if self.tokenizer is not None and self.policy is not None and is_model(self.policy):
-            out.append(f"tokenizer: policy={self.policy} is a model and counts its own tokens, so tokenizer= "
-                       "would be ignored")
-        if not self.robustness and self.given("robustness_tasks"):
-            out.append("robustness_tasks: robustness is off, so robustness_tasks= would be ignored")
+    def inapplicable(self) -> dict[str, str]:
+        out = super().inapplicable()
+        if self.policy is not None and is_model(self.policy):
+            out["tokenizer"] = f"policy={self.policy} is a model and counts its own tokens, so {{key}}= would be ignored"
+        if not self.robustness:
+            out["robustness_tasks"] = "robustness is off, so {key}= would be ignored"
         return out
 
 
 class DoctorConfig(PolicyConfig):
     """`agentic-rl doctor`: the seed's "when not to do RL" checklist, for an env and optionally a policy."""
 
-    n: int = 20
+    n: int = Field(20, ge=1)
     """Held-out tasks per check."""
-    group: int = 4
-    """G for the GRPO-signal check."""
+    group: int = Field(4, ge=2)
+    """G for the GRPO-signal check (at least 2: the check looks for reward differences within a group)."""
 
-    def unused_keys(self) -> list[str]:
-        return super().unused_keys() + self.ignored_unless(
+    def inapplicable(self) -> dict[str, str]:
+        return super().inapplicable() | used_only_with(
             *((key, "a policy (policy=SPEC)", self.policy is not None)
               for key in ("group", "temperature", "max_new_tokens", "device")))
 
@@ -123,7 +121,7 @@ class ProbeConfig(EnvConfig):
 
     env: str = "codefix"
     """Environment with exploit probes (codefix)."""
-    n: int = 3
+    n: int = Field(3, ge=1)
     """Held-out tasks to try every exploit on."""
 
 

@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import Field
 
-from .atomic import atomic_write_json, atomic_write_text
-from .config import EnvConfig, overlay
+from .atomic import atomic_write_json, atomic_write_text, check_output_dir
+from .config import ConfigError, EnvConfig, diff_configs, overlay, read_saved_config, same_paths
 from .device import Device
 from .evaluation.families import evaluate
 from .evaluation.report import write_report
@@ -21,9 +22,10 @@ from .evaluation.summary import summarize
 from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .runtime.rollout import run_episodes
 from .runtime.trajectory import save_jsonl
+from .train.checkpoint import latest_checkpoint
 from .train.grpo import GRPOConfig, train_grpo
 from .train.sft import SFTConfig, train_sft
-from .ui import console, eval_table
+from .ui import console, eval_table, status
 
 
 class RunConfig(EnvConfig):
@@ -34,17 +36,17 @@ class RunConfig(EnvConfig):
     .gguf file or a Hub id."""
     device: Device = "auto"
     """Where every stage trains and evaluates: `auto` (the CUDA GPU when torch sees one, else the CPU), cpu, cuda."""
-    eval_tasks: int = 200
+    eval_tasks: int = Field(200, ge=1)
     """Held-out tasks for the final comparison of the prompted model, the noisy teacher, SFT and GRPO."""
-    eval_temperature: float = 1.0
+    eval_temperature: float = Field(1.0, ge=0)
     """Sampling temperature of the final comparison."""
     greedy_eval: bool = True
     """Also run the SFT and GRPO policies greedily (temperature 0) on the same tasks: `stages.<s>.greedy`. Sampled,
     a small policy fails on the tail of its distribution; greedy shows whether its most likely action is right (verl
     validates greedily by default)."""
-    robustness_tasks: int = 50
+    robustness_tasks: int = Field(50, ge=1)
     """Held-out tasks for each robustness condition (3 fault rates, 4 prompt perturbations) of the comparison."""
-    probe_tasks: int = 3
+    probe_tasks: int = Field(3, ge=0)
     """Held-out tasks to try every exploit probe on, where the env has probes (0: skip)."""
     sft: SFTConfig = Field(default_factory=SFTConfig)
     """The SFT stage (its env, env_args, seed, device and starting policy are the run's)."""
@@ -58,16 +60,46 @@ class RunConfig(EnvConfig):
         return (overlay(self.sft, **shared, policy=self.policy),
                 overlay(self.grpo, **shared, policy=str(out / "sft" / "model")))
 
+    def stages_as_run(self, out: Path) -> tuple[SFTConfig, GRPOConfig]:
+        """The stages' configs as they run (`stages`, with the env's turn budget filled in): what each stage saves."""
+        env = self.env_factory()()
+        try:
+            sft, grpo = self.stages(out)
+            return sft.as_run(env), grpo.as_run(env)
+        finally:
+            env.close()
+
+    def record(self, out: Path) -> dict[str, Any]:
+        """What DIR/config.yaml holds: the run's own keys, and each stage's config as that stage runs it, so the
+        file says which policy, seed and turn budget each stage used; passed back with --config it gives the same
+        run."""
+        sft, grpo = self.stages_as_run(out)
+        return {**self.model_dump(mode="json", exclude={"sft", "grpo"}), "sft": sft.saved(), "grpo": grpo.saved()}
+
+    def inapplicable(self) -> dict[str, str]:
+        return {}  # the stages' keys are checked as the run gives them to the stages: `unused_keys`
+
     def unused_keys(self) -> list[str]:
         out = []
         for name, stage in zip(("sft", "grpo"), self.stages(Path("."))):
             out += [f"{name}.{line}" for line in stage.unused_keys()]
-            for key in stage.given(*SHARED):
-                out.append(f"{name}.policy: GRPO starts from the SFT stage's model, so grpo.policy= would be "
-                           "overwritten" if (name, key) == ("grpo", "policy") else
+            mine = getattr(self, name)
+            for key in mine.given(*SHARED):
+                if _same_as_the_runs(name, key, getattr(mine, key), getattr(stage, key)):
+                    continue  # a saved run's config.yaml names what the run gave the stage: fine to pass back
+                out.append(f"{name}.policy: GRPO starts from the SFT stage's model (DIR/sft/model), so grpo.policy= "
+                           "would be overwritten" if (name, key) == ("grpo", "policy") else
                            f"{name}.{key}: the run sets every stage's {key}, so {name}.{key}= would be overwritten; "
                            f"give {key}= instead")
         return out
+
+
+def _same_as_the_runs(stage: str, key: str, given: Any, runs: Any) -> bool:
+    """Whether a stage key the user gave is what the run sets it to anyway (GRPO's policy: a run's own
+    DIR/sft/model, whatever DIR is)."""
+    if (stage, key) == ("grpo", "policy"):
+        return Path(str(given)).parts[-2:] == ("sft", "model")
+    return given == runs
 
 
 # The keys every stage takes from the run.
@@ -89,14 +121,15 @@ PRETRAINED_RUN_DEFAULTS: dict[str, Any] = {
 }
 
 
-def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | None) -> dict[str, Any]:
+def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | None,
+                     policy: str | None = None) -> dict[str, Any]:
     """The defaults that go beneath the user's file, options and overrides: the chosen env's own `run_defaults` (its
     budget) and, when the ladder starts from a pretrained model, PRETRAINED_RUN_DEFAULTS and the env's
     `pretrained_run_defaults` over them."""
     from .config import deep_merge, load_config
     from .envs import env_class
 
-    cfg = load_config(RunConfig, path, overrides, env=env)
+    cfg = load_config(RunConfig, path, overrides, env=env, policy=policy)
     cls = env_class(cfg.env)
     base = dict(cls.run_defaults)
     if cfg.policy == "tiny":
@@ -107,8 +140,9 @@ def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | N
 def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t0 = time.time()
     out = Path(out)
+    check_run_dir(cfg, out, resume)  # every refusal comes before the first write
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", cfg.to_yaml())
+    atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.record(out), sort_keys=False, allow_unicode=True))
     sft_cfg, grpo_cfg = cfg.stages(out)
 
     sft_summary = _stage(out / "sft", lambda r: train_sft(sft_cfg, out / "sft", resume=r), resume)
@@ -125,6 +159,31 @@ def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[
     write_report(out)
     console.print(f"done in {summary['wall_seconds']} s → {out / 'summary.json'}, {out / 'report.html'}")
     return summary
+
+
+def check_run_dir(cfg: RunConfig, out: Path, resume: bool) -> None:
+    """Refuse, before anything is written, what would falsify or lose the run in `out`: a path that is not a
+    writable directory; a run there without --resume; --resume with no run there; a resumed config that differs
+    from the saved one, or from the config of a stage already started (its differing keys named)."""
+    check_output_dir(out, "--out")
+    stage_dirs = {"sft": out / "sft", "grpo": out / "grpo"}
+    if not resume:
+        held = [d.name for d in stage_dirs.values() if (d / "summary.json").exists() or latest_checkpoint(d)]
+        if held:
+            raise ConfigError(f"{out} already holds a run ({', '.join(held)} started); pass --resume to continue it "
+                              "or choose a new --out")
+        return
+    saved = out / "config.yaml"
+    if not saved.exists():
+        raise ConfigError(f"nothing to resume: {out} holds no run (no config.yaml); drop --resume to start one")
+    diffs = diff_configs(read_saved_config(RunConfig, saved).record(out), cfg.record(out))
+    for (name, stage_dir), stage in zip(stage_dirs.items(), cfg.stages_as_run(out)):
+        if (stage_dir / "config.yaml").exists():
+            before = read_saved_config(type(stage), stage_dir / "config.yaml")
+            diffs += [f"{name}.{d}" for d in diff_configs(same_paths(before.saved()), same_paths(stage.saved()))]
+    if diffs:
+        raise ConfigError("cannot resume under a different config; differing keys (saved → now):\n  "
+                          + "\n  ".join(dict.fromkeys(diffs)))
 
 
 def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -> dict[str, Any]:
@@ -149,10 +208,10 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
     (out / "eval").mkdir(exist_ok=True)
     stages = {}
     for name, policy in policies.items():
-        with console.status(f"evaluating {name}") as status:
+        with status(f"evaluating {name}") as spinner:
             result, trajs = evaluate(env_factory, policy, tasks, k=1, seed=cfg.seed, renderer=renderer,
                                      robustness_tasks=cfg.robustness_tasks,
-                                     progress=lambda msg, name=name: status.update(f"evaluating {name}: {msg}"))
+                                     progress=lambda msg, name=name: spinner.update(f"evaluating {name}: {msg}"))
         result["policy"] = name
         atomic_write_json(out / "eval" / f"{name}.json", result)
         save_jsonl(trajs, out / "eval" / f"{name}.jsonl")
@@ -160,10 +219,10 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
         if cfg.greedy_eval and isinstance(policy, HFPolicy) and name != "prompted":
             greedy = HFPolicy(policy.path, SamplingConfig(0.0, turn_tokens), model=policy.model,
                               tokenizer=policy.tokenizer)
-            with console.status(f"evaluating {name} greedily"):
+            with status(f"evaluating {name} greedily"):
                 stages[name]["greedy"] = summarize(run_episodes(env_factory, tasks, greedy, seed=cfg.seed))
     if cfg.probe_tasks:
-        with console.status("probing reward hacks"):
+        with status("probing reward hacks"):
             rows = env.probe_hacks(tasks[: cfg.probe_tasks])
         if rows is not None:
             atomic_write_json(out / "eval" / "probes.json", rows)

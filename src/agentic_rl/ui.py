@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
@@ -11,10 +15,84 @@ from rich.table import Table
 
 console = Console(highlight=False)
 
+# Where output is not a terminal (nohup, CI, a log file), bars and spinners show nothing: plain lines instead, at
+# most one every PLAIN_EVERY_S seconds (and always the last).
+PLAIN_EVERY_S = 30.0
 
-def progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=console, transient=not console.is_terminal)
+
+def progress() -> Progress | PlainProgress:
+    """A progress bar on a terminal; plain lines with the elapsed time and an ETA elsewhere."""
+    if console.is_terminal:
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=console)
+    return PlainProgress()
+
+
+def _clock(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def progress_line(what: str, done: int, total: int, started: float, since: int = 0) -> str:
+    """`what done/total · elapsed h:mm:ss · ETA h:mm:ss` (the ETA from the pace since `since` was done)."""
+    elapsed = time.monotonic() - started
+    eta = elapsed / (done - since) * (total - done) if done > since else None
+    return (f"{what} {done}/{total} · elapsed {_clock(elapsed)} · ETA "
+            + ("?" if eta is None else _clock(eta)))
+
+
+class PlainProgress:
+    """rich's Progress API as used here (add_task, update) written as plain lines: a bar nobody sees is minutes
+    of silence in a log."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def add_task(self, description: str, total: int, completed: int = 0) -> int:
+        job = len(self.tasks)
+        self.tasks[job] = {"description": description, "total": total, "completed": completed, "start": completed,
+                           "started": time.monotonic(), "printed": -math.inf}
+        return job
+
+    def update(self, job: int, completed: int | None = None, description: str | None = None) -> None:
+        t = self.tasks[job]
+        t["completed"] = t["completed"] if completed is None else completed
+        t["description"] = description or t["description"]
+        now = time.monotonic()
+        if t["completed"] >= t["total"] or now - t["printed"] >= PLAIN_EVERY_S:
+            t["printed"] = now
+            console.print(progress_line(t["description"], t["completed"], t["total"], t["started"], t["start"]),
+                          markup=False)
+
+
+class PlainStatus:
+    """rich's Status API (update) as plain lines, for output that is not a terminal."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.printed = text, -math.inf
+        self.update()
+
+    def update(self, message: str | None = None) -> None:
+        now = time.monotonic()
+        if message is None or now - self.printed >= PLAIN_EVERY_S:
+            self.printed = now
+            console.print(self.text if message is None else message, markup=False)
+
+
+@contextmanager
+def status(text: str) -> Iterator[Any]:
+    """A spinner with a message on a terminal; the same messages as plain lines, now and then, elsewhere."""
+    if console.is_terminal:
+        with console.status(text) as s:
+            yield s
+    else:
+        yield PlainStatus(text)
 
 
 EVAL_KEYS = ("success_rate", "mean_reward", "tool_calls_per_episode", "recovery_rate", "correct_stop_rate")

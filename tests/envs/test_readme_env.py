@@ -40,3 +40,22 @@ def test_a_module_class_spec_that_is_not_an_env_is_a_clear_error():
         make_env("nowhere:Env")
     with pytest.raises(ValueError, match="is not an Env subclass"):
         make_env("json:JSONDecoder")
+
+
+def test_the_readme_env_loads_from_the_current_directory_as_readme_says(tmp_path):
+    """`agentic-rl doctor --env my_envs:ReverseEnv` in the directory that holds my_envs.py, with no PYTHONPATH."""
+    import os
+    import subprocess
+
+    section = README.read_text(encoding="utf-8").split("## How to add an environment", 1)[1]
+    (tmp_path / "my_envs.py").write_text(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    script = Path(sys.executable).parent / "agentic-rl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([str(script), "doctor", "--env", "my_envs:ReverseEnv", "--n", "4"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "doctor: my_envs:ReverseEnv" in r.stdout and "FAIL" not in r.stdout
+    r = subprocess.run([str(script), "doctor", "--env", "nowhere_here:ReverseEnv"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no module named 'nowhere_here' in the current directory" in r.stdout
+    assert f"({tmp_path})" in r.stdout  # where it looked

@@ -48,11 +48,13 @@ def test_the_tiny_template_renders_a_call_as_format_tool_call(tiny_dir):
     assert text == "<|im_start|>assistant\n" + format_tool_call("get_weather", {"city": "北京"}) + "<|im_end|>\n"
 
 
-def test_templates_without_generation_markers_give_the_same_mask(tiny_dir, env):
+def test_templates_without_generation_markers_give_the_same_mask(tiny_dir, env, caplog):
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     plain = AutoTokenizer.from_pretrained(tiny_dir)
     plain.chat_template = CHAT_TEMPLATE.replace("{%- generation -%}", "").replace("{%- endgeneration -%}", "")
-    a, b = Renderer(tok), Renderer(plain)
+    with caplog.at_level("WARNING", logger="agentic_rl.runtime.render"):
+        a, b = Renderer(tok), Renderer(plain)
+    assert "chat template has no {% generation %} markers" in caplog.text  # the template's syntax, as written
     assert a.has_generation_markers and not b.has_generation_markers
     for t in _teacher_trajs(env, 8):
         assert a.render(t.messages) == b.render(t.messages)

@@ -35,6 +35,7 @@ from ..policies.base import Policy
 from ..runtime.render import Renderer
 from ..runtime.rollout import run_episodes
 from ..runtime.trajectory import Trajectory
+from ..ui import progress_line
 from .summary import (
     EVAL_SEED_OFFSET,  # the same sampling stream as training-time evaluation
 )
@@ -234,7 +235,8 @@ def evaluate(env_factory: Callable[..., Env], policy: Policy, tasks: Sequence[Ta
     env = env_factory()
     t0 = time.monotonic()
     say(f"main run: {len(tasks)} tasks × k={k}")
-    main = run_episodes(env_factory, tasks, policy, group_size=k, seed=seed + EVAL_SEED_OFFSET)
+    main = run_episodes(env_factory, tasks, policy, group_size=k, seed=seed + EVAL_SEED_OFFSET,
+                        progress=_counting(say, "main run: episodes"))
     wall = time.monotonic() - t0
     by_id = {t.id: (i, t) for i, t in enumerate(tasks)}
     rows = [(by_id[t.task_id][0], episode_facts(t, by_id[t.task_id][1], env, renderer)) for t in main]
@@ -262,6 +264,12 @@ def evaluate(env_factory: Callable[..., Env], policy: Policy, tasks: Sequence[Ta
     return result, main
 
 
+def _counting(say: Callable[[str], None], what: str) -> Callable[[int, int], None]:
+    """A `run_episodes` progress callback that says how many episodes are done, the time so far and an ETA."""
+    started = time.monotonic()
+    return lambda done, total: say(progress_line(what, done, total, started))
+
+
 def _robustness(env_factory: Callable[..., Env], env: Env, policy: Policy, tasks: Sequence[Task], seed: int,
                 say: Callable[[str], None]) -> list[tuple[int, dict[str, tuple[float, float]]]]:
     rows: list[tuple[int, dict[str, tuple[float, float]]]] = []
@@ -270,7 +278,8 @@ def _robustness(env_factory: Callable[..., Env], env: Env, policy: Policy, tasks
     for p in FAULT_LEVELS if takes_faults else ():
         say(f"robustness: tool faults at {p:g}")
         factory = lambda p=p: env_factory(fault_rate=p)
-        for t in run_episodes(factory, tasks, policy, seed=seed + EVAL_SEED_OFFSET + 1):
+        for t in run_episodes(factory, tasks, policy, seed=seed + EVAL_SEED_OFFSET + 1,
+                              progress=_counting(say, f"robustness, tool faults at {p:g}: episodes")):
             facts = {f"success_fault_{p:g}": (float(t.success), 1.0)}
             if p > 0:
                 facts.update(fault_facts(t))
@@ -283,7 +292,8 @@ def _robustness(env_factory: Callable[..., Env], env: Env, policy: Policy, tasks
         say(f"robustness: prompt {how}")
         # without faults where the env has them, so the perturbation is the only change from success_fault_0
         factory = (lambda: env_factory(fault_rate=0.0)) if takes_faults else env_factory
-        trajs = run_episodes(factory, [pt for _, pt in pairs], policy, seed=seed + EVAL_SEED_OFFSET + 2)
+        trajs = run_episodes(factory, [pt for _, pt in pairs], policy, seed=seed + EVAL_SEED_OFFSET + 2,
+                             progress=_counting(say, f"robustness, prompt {how}: episodes"))
         rows += [(i, {f"success_{how}": (float(t.success), 1.0)}) for (i, _), t in zip(pairs, trajs)]
     return rows
 
@@ -317,12 +327,27 @@ def compare(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[dict[st
 
 
 def load_result(path: str | Path) -> dict[str, Any]:
+    """An eval result written by `agentic-rl eval --json` (or a run's eval/<stage>.json), checked to be one: valid
+    JSON alone is not enough to compare."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"eval result not found: {path}") from None
-    except json.JSONDecodeError as e:
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a directory, not an eval result (a JSON file from agentic-rl eval --json)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
+    what = f"{path} is not an agentic-rl eval result (a JSON file from agentic-rl eval --json)"
+    if not isinstance(data, dict):
+        raise ValueError(f"{what}: it holds a JSON {type(data).__name__}, not an object")
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{what}: its schema is {data.get('schema')!r}, want {SCHEMA!r}")
+    overall = data.get("overall")
+    metric_ok = lambda m: isinstance(m, dict) and {"value", "ci95", "better"} <= set(m)
+    if not isinstance(data.get("env"), str) or not isinstance(overall, dict) or not all(
+            isinstance(ms, dict) and all(metric_ok(m) for m in ms.values()) for ms in overall.values()):
+        raise ValueError(f"{what}: it lacks the schema's env or overall metrics (value, ci95, better)")
+    return data
 
 
 def summary_table(result: dict[str, Any]) -> Any:

@@ -87,7 +87,7 @@ class Renderer:
         self.native_tools = renders_tools(tokenizer)
         self._suffix_checks_left: int | None = SUFFIX_CHECKS  # None: render whole conversations (see continuation)
         if not self.has_generation_markers:
-            logger.warning("chat template has no {%% generation %%} markers; finding assistant spans by prefix rendering")
+            logger.warning("chat template has no {% generation %} markers; finding assistant spans by prefix rendering")
         if not self.native_tools:
             logger.warning("chat template does not render tool calls or tool results; writing them as Hermes text: "
                            "<tool_call>{...}</tool_call> in the assistant's content, <tool_response> in user turns")

@@ -23,10 +23,12 @@ from .trajectory import Trajectory, assistant_message
 
 
 def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: Policy, group_size: int = 1,
-                 seed: int = 0, episode_timeout_s: float | None = None) -> list[Trajectory]:
+                 seed: int = 0, episode_timeout_s: float | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> list[Trajectory]:
     """Run `group_size` episodes of every task; return the trajectories grouped by task, samples in order.
 
-    episode_timeout_s: wall-clock seconds an episode may run, counted from the start of this call (None: no limit)."""
+    episode_timeout_s: wall-clock seconds an episode may run, counted from the start of this call (None: no limit).
+    progress: called with (episodes finished, episodes in all) each time an episode ends."""
     if group_size < 1:
         raise ValueError(f"group_size must be ≥ 1, got {group_size}")
     ep_tasks = [t for t in tasks for _ in range(group_size)]
@@ -39,6 +41,7 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
     started = [time.monotonic()] * len(ep_tasks)
     session = policy.start(envs[0], ep_tasks, samples, seed)
     running = list(range(len(ep_tasks)))
+    finished = 0
     try:
         while running:
             turns = session.act(running, [convs[i] for i in running])
@@ -70,6 +73,9 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
                     continue
                 results[i] = _trajectory(env, ep_tasks[i], samples[i], convs[i], rewards[i], outcome,
                                          {**info, "turn_info": turn_info[i]}, session.finish(i, convs[i]))
+                finished += 1
+                if progress is not None:
+                    progress(finished, len(ep_tasks))
             running = still
     finally:
         for env in envs:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..config import EnvConfig, overlay
 from ..device import Device, Precision
@@ -35,15 +35,25 @@ class TrainerConfig(EnvConfig):
     report_to: list[ReportTo] = Field(default_factory=list)
     """Also send metrics to these (tensorboard, wandb in offline mode); metrics.jsonl is always written."""
 
-    def unused_keys(self) -> list[str]:
-        out = super().unused_keys()
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _one_sink_is_a_list(cls, value: Any) -> Any:
+        """`report_to=tensorboard` means [tensorboard], as `report_to=[tensorboard]` does."""
+        return [value] if isinstance(value, str) else value
+
+    def inapplicable(self) -> dict[str, str]:
+        out = super().inapplicable()
         if self.finetune != "lora":
-            out += [f"lora.{k}: finetune is {self.finetune}, so lora.{k}= would be ignored; set finetune=lora"
-                    for k in sorted(self.lora.model_fields_set)]
+            out["lora"] = f"finetune is {self.finetune}, so {{key}}= would be ignored; set finetune=lora"
         return out
 
     def open_env(self: T) -> tuple[T, Callable[..., Env], Env]:
-        """This config with the env's turn budget filled in where none was given, the env's factory, and an env."""
+        """This config as it runs (`as_run`), the env's factory, and an env."""
         factory = self.env_factory()
         env = factory()
-        return overlay(self, max_new_tokens=self.max_new_tokens or env.max_new_tokens), factory, env
+        return self.as_run(env), factory, env
+
+    def as_run(self: T, env: Env) -> T:
+        """This config with the env's turn budget filled in where none was given: what the trainer saves and
+        what a resumed run is compared with."""
+        return overlay(self, max_new_tokens=self.max_new_tokens or env.max_new_tokens)

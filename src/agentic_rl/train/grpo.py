@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..atomic import atomic_write_json
+from ..config import used_only_with
 from ..device import autocast, resolve_precision
 from ..envs.base import stable_hash
 from ..evaluation.summary import evaluate_policy, summarize
@@ -44,26 +45,26 @@ class GRPOConfig(TrainerConfig):
 
     policy: str = "runs/sft/model"
     """The starting policy: usually the SFT output directory; any model spec works (a preset, .gguf, Hub id)."""
-    steps: int = 25
+    steps: int = Field(25, ge=1)
     """Optimizer batches (each: sample, score, μ update passes). 25: on tool_use, more steps gain little, and
     `agentic-rl run` stays within its time budget (docs/design-notes.md#grpo-defaults)."""
-    tasks_per_step: int = 16
+    tasks_per_step: int = Field(16, ge=1)
     """B: distinct tasks in each step. 16 rather than 8: rare task kinds get twice as many groups in each step, which
     lifts the success rate on held-out tool_use tasks for a little more time (docs/design-notes.md#grpo-defaults)."""
     group_size: int = 8
     """G: trajectories per task; advantages compare within these groups."""
-    temperature: float = 1.0
+    temperature: float = Field(1.0, gt=0)
     """Sampling temperature; the loss uses the same temperature so the ratio compares like with like."""
-    lr: float = 1e-4
+    lr: float = Field(1e-4, gt=0)
     """AdamW learning rate (constant). Higher rates can collapse a run (the policy stops calling tools within a
     step); see docs/design-notes.md#grpo-defaults."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
-    epsilon_low: float = 0.2
+    epsilon_low: float = Field(0.2, ge=0, lt=1)
     """Lower clip: the ratio may fall to 1 − ε_low."""
-    epsilon_high: float = 0.28
+    epsilon_high: float = Field(0.28, ge=0)
     """Upper clip: the ratio may rise to 1 + ε_high (DAPO's clip-higher)."""
-    beta: float = 0.0
+    beta: float = Field(0.0, ge=0)
     """KL penalty to the frozen starting policy; 0 loads no reference model (with LoRA the reference is the model
     with its adapter disabled: no second copy)."""
     kl_estimator: Literal["k3", "k3_ratio"] = "k3"
@@ -77,11 +78,11 @@ class GRPOConfig(TrainerConfig):
     """Loss aggregation: per-sequence mean (GRPO), token mean over the batch (DAPO), or sum / (B·G·max_new_tokens)."""
     advantage: Literal["trajectory", "turn"] = "trajectory"
     """One advantage per trajectory, or per turn from discounted returns-to-go (see grpo_math.turn_advantages)."""
-    gamma: float = 1.0
+    gamma: float = Field(1.0, ge=0, le=1)
     """Discount for per-turn returns-to-go (advantage: turn)."""
-    mu: int = 1
+    mu: int = Field(1, ge=1)
     """Optimisation passes over each sampled batch."""
-    micro_batch_size: int = 16
+    micro_batch_size: int = Field(16, ge=1)
     """At most this many trajectories per forward/backward."""
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, trajectories sorted
@@ -93,24 +94,32 @@ class GRPOConfig(TrainerConfig):
     dynamic_sampling: bool = False
     """Drop zero-variance groups and sample more tasks to refill the batch (DAPO), up to `max_resample` rounds.
     Off by default: on tool_use it costs sampling time without a reliable gain (docs/design-notes.md#grpo-defaults)."""
-    max_resample: int = 3
+    max_resample: int = Field(3, ge=0)
     """Extra sampling rounds a step may take with dynamic sampling."""
-    zero_variance_patience: int = 5
+    zero_variance_patience: int = Field(5, ge=1)
     """Stop when every group has zero reward variance for this many steps in a row."""
-    logprob_tolerance: float | None = None
+    logprob_tolerance: float | None = Field(None, gt=0)
     """Largest allowed |sampling logprob − recomputed logprob| in the start-of-run check (None: 1e-3 in fp32, 0.1
     under bf16, whose rounding differs between the sampler's cached decode and one full forward)."""
-    eval_every: int = 10
+    eval_every: int = Field(10, ge=0)
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
-    eval_tasks: int = 100
+    eval_tasks: int = Field(100, ge=1)
     """Held-out tasks per evaluation."""
-    eval_temperature: float = 1.0
+    eval_temperature: float = Field(1.0, ge=0)
     """Sampling temperature for evaluation."""
-    checkpoint_every: int = 10
+    checkpoint_every: int = Field(10, ge=1)
     """Save a resumable checkpoint every this many steps."""
 
-    def unused_keys(self) -> list[str]:
-        return super().unused_keys() + self.ignored_unless(
+    @field_validator("group_size")
+    @classmethod
+    def _a_group_compares(cls, value: int) -> int:
+        if value < 2:
+            raise ValueError(f"GRPO compares the trajectories of one task with each other, so a group needs at "
+                             f"least 2 (got {value})")
+        return value
+
+    def inapplicable(self) -> dict[str, str]:
+        return super().inapplicable() | used_only_with(
             ("kl_estimator", "beta > 0", self.beta > 0), ("gamma", "advantage=turn", self.advantage == "turn"),
             ("max_resample", "dynamic_sampling=true", self.dynamic_sampling))
 

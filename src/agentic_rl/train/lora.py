@@ -24,7 +24,7 @@ from ..config import Config
 class LoRASettings(Config):
     r: int = Field(16, ge=1)
     """Rank of each adapter's B·A."""
-    alpha: float = 32.0
+    alpha: float = Field(32.0, gt=0)
     """Scale: the update is (alpha / r)·B·A."""
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     """Dropout on the adapter's input."""

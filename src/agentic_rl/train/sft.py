@@ -17,7 +17,7 @@ import torch
 from pydantic import Field
 
 from ..atomic import atomic_write_json
-from ..config import ConfigError
+from ..config import ConfigError, used_only_with
 from ..device import autocast, resolve_precision
 from ..evaluation.summary import evaluate_policy
 from ..models.tiny.build import TinyConfig, build_tiny_for_env
@@ -42,39 +42,39 @@ class SFTConfig(TrainerConfig):
     (smollm2-135m), a model directory, a .gguf file or a Hub id."""
     tiny: TinyConfig = Field(default_factory=TinyConfig)
     """Size of the tiny model, when policy is `tiny`."""
-    demos: int = 3000
+    demos: int = Field(3000, ge=1)
     """Number of noisy-teacher demonstration episodes, one per train task."""
     noise: dict[str, float] | None = None
     """Mistake rates of the noisy teacher (None: the env's defaults)."""
     only_successful: bool = False
     """Keep only the demonstrations that succeed (rejection-sampling SFT)."""
-    epochs: float = 5.0
+    epochs: float = Field(5.0, gt=0)
     """Passes over the demonstrations (fractions allowed). 5: on tool_use the success rate on held-out tasks still
     rises up to the fifth pass, and `agentic-rl run` stays within its time budget
     (docs/design-notes.md#sft-defaults)."""
-    batch_size: int = 32
+    batch_size: int = Field(32, ge=1)
     """Demonstrations per optimizer step."""
-    micro_batch_size: int = 32
+    micro_batch_size: int = Field(32, ge=1)
     """At most this many demonstrations per forward/backward; gradients accumulate up to batch_size."""
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, rows sorted by
     length (None: rows alone decide). One huge forward is slow on CPU, and so is padding; see
     logprobs.micro_batches."""
-    lr: float = 2e-3
+    lr: float = Field(2e-3, gt=0)
     """Peak learning rate (of AdamW, and of Muon, whose updates are scaled to AdamW's RMS)."""
     optimizer: Literal["adamw", "muon"] = "muon"
     """`muon`: Muon (orthogonalised momentum) on the decoder layers' weight matrices, AdamW on the rest; `adamw`:
     AdamW on everything. Muon is the default: in the same number of steps it reaches a clearly higher held-out
     success on tool_use (docs/design-notes.md#sft-defaults)."""
-    weight_decay: float = 0.01
+    weight_decay: float = Field(0.01, ge=0)
     """Decoupled weight decay."""
-    warmup_ratio: float = 0.05
+    warmup_ratio: float = Field(0.05, ge=0, le=1)
     """Fraction of steps with linear warmup; then cosine decay to 10% of the peak."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = Field(1.0, gt=0)
     """Gradient clipping norm."""
-    eval_every: int = 100
+    eval_every: int = Field(100, ge=0)
     """Evaluate on held-out tasks every this many steps (0: only at the end)."""
-    eval_tasks: int = 100
+    eval_tasks: int = Field(100, ge=1)
     """Held-out tasks per evaluation."""
     final_eval_samples: int = Field(4, ge=1)
     """Episodes of the trained policy per held-out task in the final `eval` (the periodic ones run one each): one
@@ -84,19 +84,18 @@ class SFTConfig(TrainerConfig):
     """Episodes of the noisy teacher per held-out task in `teacher_eval`, each with its own draw of mistakes: its
     success rate is an average over its noise, which one draw per task estimates poorly; scripted, the draws are
     cheap (docs/design-notes.md#sft-defaults)."""
-    eval_temperature: float = 1.0
+    eval_temperature: float = Field(1.0, ge=0)
     """Sampling temperature for evaluation (the policy as it samples; 0 for greedy)."""
-    checkpoint_every: int = 50
+    checkpoint_every: int = Field(50, ge=1)
     """Save a resumable checkpoint every this many steps."""
-    max_steps: int | None = None
+    max_steps: int | None = Field(None, ge=1)
     """Stop after this many optimizer steps (None: as many as `epochs` gives)."""
 
-    def unused_keys(self) -> list[str]:
-        out = super().unused_keys()
-        if self.policy != "tiny" and self.given("tiny"):
-            out += [f"tiny.{k}: it sizes the built-in tiny model, but policy={self.policy}, so tiny.{k}= would be "
-                    "ignored" for k in sorted(self.tiny.model_fields_set)]
-        return out + self.ignored_unless(
+    def inapplicable(self) -> dict[str, str]:
+        out = super().inapplicable()
+        if self.policy != "tiny":
+            out["tiny"] = f"it sizes the built-in tiny model, but policy={self.policy}, so {{key}}= would be ignored"
+        return out | used_only_with(
             ("optimizer", "finetune=full (a LoRA adapter trains with AdamW alone)",
              self.finetune == "full" or self.optimizer == "adamw"),
             ("epochs", "max_steps=null (max_steps sets the length)", self.max_steps is None))
@@ -133,7 +132,7 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
 
     # 3. Optimisers (see build_optimizers) and one schedule for each: linear warmup, cosine decay to 10 % of the peak.
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
-    total = cfg.max_steps or max(1, int(cfg.epochs * steps_per_epoch))
+    total = cfg.max_steps if cfg.max_steps is not None else max(1, int(cfg.epochs * steps_per_epoch))
     opts = build_optimizers(trainee, cfg)
     warm = max(1, int(cfg.warmup_ratio * total))
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / warm) * (

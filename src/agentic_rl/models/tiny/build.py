@@ -10,8 +10,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+from pydantic import Field, model_validator
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
+from ...atomic import umask_modes
 from ...config import Config
 from ...envs.base import Env
 from ...policies.scripted import TeacherPolicy
@@ -24,20 +26,31 @@ from .tokenizer import IM_END, PAD, train_tokenizer
 class TinyConfig(Config):
     """The tiny model's size, for `policy: tiny`."""
 
-    hidden: int = 256
+    hidden: int = Field(256, ge=1)
     """Hidden size of the built-in tiny Qwen2 model."""
-    layers: int = 4
+    layers: int = Field(4, ge=1)
     """Transformer layers."""
-    heads: int = 4
+    heads: int = Field(4, ge=1)
     """Attention heads."""
-    kv_heads: int = 2
+    kv_heads: int = Field(2, ge=1)
     """Key/value heads (grouped-query attention)."""
-    intermediate: int = 768
+    intermediate: int = Field(768, ge=1)
     """MLP width."""
-    vocab_size: int = 4096
+    vocab_size: int = Field(4096, ge=256)
     """Most BPE tokens; the trainer stops early when the env's text needs fewer."""
     induction_init: bool = True
     """Start with a copying circuit (induction heads) written into layers 0–1 (models/tiny/induction_init.py)."""
+
+    @model_validator(mode="after")
+    def _shapes_fit(self) -> TinyConfig:
+        if self.hidden % self.heads:
+            raise ValueError(f"tiny.hidden ({self.hidden}) must be a multiple of tiny.heads ({self.heads})")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"tiny.heads ({self.heads}) must be a multiple of tiny.kv_heads ({self.kv_heads})")
+        if self.induction_init and self.layers < 2:
+            raise ValueError(f"tiny.induction_init writes its circuit into layers 0 and 1, so it needs tiny.layers "
+                             f">= 2 (got {self.layers}); or set tiny.induction_init=false")
+        return self
 
 
 def tiny_config(vocab_size: int, eos_id: int, pad_id: int, hidden: int = 256, layers: int = 4, heads: int = 4,
@@ -71,6 +84,7 @@ def build_tiny(texts: Iterable[str], out_dir: str | Path, seed: int = 0, vocab_s
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
+    umask_modes(out_dir)  # safetensors writes its weights 0600
     return out_dir
 
 
