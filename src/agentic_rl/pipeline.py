@@ -89,8 +89,9 @@ class RunConfig(EnvConfig):
                     continue  # a saved run's config.yaml names what the run gave the stage: fine to pass back
                 out.append(f"{name}.policy: GRPO starts from the SFT stage's model (DIR/sft/model), so grpo.policy= "
                            "would be overwritten" if (name, key) == ("grpo", "policy") else
-                           f"{name}.{key}: the run sets every stage's {key}, so {name}.{key}= would be overwritten; "
-                           f"give {key}= instead")
+                           f"{name}.{key}: the run sets every stage's {key} (here {getattr(stage, key)!r}), so "
+                           f"{name}.{key}={getattr(mine, key)!r} would be overwritten; give {key}= alone (a saved "
+                           f"config.yaml holds each stage's {key} as it ran: remove it there)")
         return out
 
 

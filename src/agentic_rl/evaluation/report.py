@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ..atomic import atomic_write_text
 
@@ -43,115 +46,218 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 # --- charts: inline SVG --------------------------------------------------------------------------------------------
 
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 440, 240, 62, 12, 36, 64
+W, PLOT_H, PAD_T, PAD_R, GAP = 440, 140, 30, 12, 6  # chart width, plot-area height, fixed margins, spacing (px)
+TEXT_PX = {"title": 12, "tick": 10, "legend": 11, "note": 11}  # font sizes of svg text, as CSS sets them
+ASCENT, DESCENT = 0.8, 0.25  # how far glyphs reach above and below the baseline, in em
+LEGEND_ROW = 16  # px from one legend row to the next
+TILT = 30  # degrees the bar charts' category labels are turned
+NARROW, WIDE = set("fijlrtI.,:;'|!()[] "), set("mwMW%@#&+=<>^~■✓✗—…")
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_label: str = "step") -> str:
-    """A line chart of one or more (x, y) series, with its axis ranges printed on the axes."""
+def text_width(text: str, px: float, bold: bool = False) -> float:
+    """An upper estimate of the text's width in px in DejaVu Sans or Verdana (the wide fonts CSS asks for first), so
+    that margins and legends laid out with it leave room in any font."""
+    em = sum(0.45 if c in NARROW else 1.0 if c in WIDE else 0.8 if c.isupper() else 0.66 for c in text)
+    return em * px * (1.15 if bold else 1.0)
+
+
+def _chart_width(title: str, legend: Sequence[str]) -> float:
+    """The chart's width: W, or more where the title or a single legend item would not fit in W."""
+    widest = max((text_width(t, TEXT_PX["legend"]) for t in legend), default=0.0)
+    return max(W, text_width(title, TEXT_PX["title"], bold=True) + 2 * GAP, widest + 2 * GAP)
+
+
+def _y_margin(ticks: Sequence[str]) -> float:
+    """The left margin that fits the longest y tick label, drawn end-anchored 4 px left of the axis."""
+    return GAP + max(text_width(t, TEXT_PX["tick"]) for t in ticks) + 4
+
+
+def _tilted(label: str) -> tuple[float, float]:
+    """How far an end-anchored category label turned by TILT degrees reaches left of and below its anchor."""
+    a, px = math.radians(TILT), TEXT_PX["tick"]
+    w = text_width(label, px)
+    return w * math.cos(a) + ASCENT * px * math.sin(a), w * math.sin(a) + DESCENT * px * math.cos(a)
+
+
+def _bar_margin(labels: Sequence[str], width: float, least: float) -> float:
+    """The left margin at which no tilted category label, each under its group's centre, reaches past the left edge."""
+    n, span, need = len(labels), width - PAD_R, least
+    for c, label in enumerate(labels):
+        f = (c + 0.5) / n  # the label's anchor: left + f * (span - left)
+        need = max(need, (GAP + _tilted(label)[0] - f * span) / (1 - f))
+    return need
+
+
+def _legend(entries: Sequence[tuple[str, str]], notes: Sequence[str], width: float, top: float
+            ) -> tuple[list[str], float]:
+    """Swatches (name, colour) then notes, left to right in rows wrapped at the chart's width from their text widths,
+    below the plot area so they cover neither each other nor data; returns the SVG parts and the height they take."""
+    items = [(f"■ {name}", f'class="legend" fill="{colour}"') for name, colour in entries]
+    items += [(note, 'class="note"') for note in notes]
+    parts, x, row = [], float(GAP), 0
+    for text, attrs in items:
+        w = text_width(text, TEXT_PX["legend"])
+        if x > GAP and x + w > width - GAP:
+            x, row = float(GAP), row + 1
+        y = top + ASCENT * TEXT_PX["legend"] + row * LEGEND_ROW
+        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" {attrs}>{esc(text)}</text>')
+        x += w + 2 * GAP
+    return parts, (row + 1) * LEGEND_ROW if items else 0.0
+
+
+def line_chart(title: str, series: dict[str, list[tuple[float, float]]], x_label: str = "step",
+               notes: Sequence[str] = (), empty: str = "no data logged") -> str:
+    """A line chart of the (x, y) series that have points, with its axis ranges printed on the axes and `notes` under
+    the legend; where no series has a point, the title with `empty` and the notes in words instead."""
+    series = {name: pts for name, pts in series.items() if pts}
+    if not series:
+        return _no_data(title, [empty, *notes])
     points = [p for s in series.values() for p in s]
-    if not points:
-        return ""
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
     y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
     if y1 - y0 < 1e-12:
         y0, y1 = y0 - 0.5, y1 + 0.5
     x1 = x1 if x1 > x0 else x0 + 1
+    y_ticks = (f"{y1:.3g}", f"{y0:.3g}")
+    width = _chart_width(title, [f"■ {n}" for n in series] + list(notes))
+    left, right, bottom = _y_margin(y_ticks), width - PAD_R, PAD_T + PLOT_H
 
     def sx(x: float) -> float:
-        return PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R)
+        return left + (x - x0) / (x1 - x0) * (right - left)
 
     def sy(y: float) -> float:
-        return H - PAD_B - (y - y0) / (y1 - y0) * (H - PAD_T - PAD_B)
+        return bottom - (y - y0) / (y1 - y0) * PLOT_H
 
-    parts = [_frame(title, f"{y0:.3g}", f"{y1:.3g}"),
-             f'<text x="{PAD_L}" y="{H - PAD_B + 14}" class="tick">{x0:g}</text>',
-             f'<text x="{W - PAD_R}" y="{H - PAD_B + 14}" class="tick" text-anchor="end">{x1:g}</text>',
-             f'<text x="{(W + PAD_L) / 2}" y="{H - PAD_B + 14}" class="tick" text-anchor="middle">{esc(x_label)}</text>']
-    for i, (name, pts) in enumerate(series.items()):
-        colour = PALETTE[i % len(PALETTE)]
+    parts = [_axes(title, width, left, y_ticks),
+             f'<text x="{left}" y="{bottom + 14}" class="tick">{x0:g}</text>',
+             f'<text x="{right}" y="{bottom + 14}" class="tick" text-anchor="end">{x1:g}</text>',
+             f'<text x="{(left + right) / 2}" y="{bottom + 14}" class="tick" text-anchor="middle">{esc(x_label)}</text>']
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
+    for name, pts in series.items():
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.8" points="{coords}">'
-                     f'<title>{esc(name)}</title></polyline>')
+        parts.append(f'<polyline class="series" fill="none" stroke="{colours[name]}" stroke-width="1.8" '
+                     f'points="{coords}"><title>{esc(name)}</title></polyline>')
         if len(pts) == 1:
-            parts.append(f'<circle cx="{sx(pts[0][0]):.1f}" cy="{sy(pts[0][1]):.1f}" r="3" fill="{colour}"/>')
-        parts.append(f'<text x="{PAD_L + 6 + i * 120}" y="{H - PAD_B + 32}" class="legend" fill="{colour}">■ '
-                     f'{esc(name)}</text>')
-    return _svg(title, parts)
+            parts.append(f'<circle cx="{sx(pts[0][0]):.1f}" cy="{sy(pts[0][1]):.1f}" r="3" fill="{colours[name]}"/>')
+    legend, legend_h = _legend(list(colours.items()), notes, width, bottom + 24)
+    return _svg(title, width, bottom + 24 + legend_h + GAP, parts + legend)
 
 
 def bar_chart(title: str, categories: Sequence[str], series: dict[str, list[float | None]]) -> str:
     """Grouped bars in [0, 1]: one group per category, one bar per series (a missing value is no bar)."""
     if not categories or not series:
         return ""
-    inner = W - PAD_L - PAD_R
-    group = inner / len(categories)
+    labels = [_short(c) for c in categories]
+    colours = {name: COLOURS.get(name, PALETTE[s % len(PALETTE)]) for s, name in enumerate(series)}
+    width = _chart_width(title, [f"■ {n}" for n in series])
+    left = _bar_margin(labels, width, _y_margin(("0", "1")))
+    right, bottom = width - PAD_R, PAD_T + PLOT_H
+    group = (right - left) / len(categories)
     bar = group * 0.8 / len(series)
-    parts = [_frame(title, "0", "1")]
-    for c, cat in enumerate(categories):
-        gx = PAD_L + c * group + group * 0.1
+    parts = [_axes(title, width, left, ("1", "0"))]
+    for c, (cat, label) in enumerate(zip(categories, labels)):
+        gx = left + c * group + group * 0.1
         for s, (name, values) in enumerate(series.items()):
             v = values[c]
             if v is None:
                 continue
             v = max(0.0, min(1.0, v))
-            h = v * (H - PAD_T - PAD_B)
-            parts.append(f'<rect class="bar" x="{gx + s * bar:.1f}" y="{H - PAD_B - h:.1f}" width="{bar * 0.92:.1f}" '
-                         f'height="{h:.1f}" fill="{COLOURS.get(name, PALETTE[s % len(PALETTE)])}">'
-                         f'<title>{esc(name)} · {esc(cat)}: {v:.3f}</title></rect>')
-        lx, ly = gx + group * 0.4, H - PAD_B + 10
+            h = v * PLOT_H
+            parts.append(f'<rect class="bar" x="{gx + s * bar:.1f}" y="{bottom - h:.1f}" width="{bar * 0.92:.1f}" '
+                         f'height="{h:.1f}" fill="{colours[name]}"><title>{esc(name)} · {esc(cat)}: {v:.3f}</title>'
+                         "</rect>")
+        lx, ly = left + (c + 0.5) * group, bottom + 12
         parts.append(f'<text x="{lx:.1f}" y="{ly}" class="tick" text-anchor="end" '
-                     f'transform="rotate(-30 {lx:.1f} {ly})">{esc(_short(cat))}</text>')
-    for s, name in enumerate(series):
-        parts.append(f'<text x="{W - PAD_R - (len(series) - s) * 70}" y="{PAD_T - 8}" class="legend" '
-                     f'fill="{COLOURS.get(name, PALETTE[s % len(PALETTE)])}">■ {esc(name)}</text>')
-    return _svg(title, parts)
+                     f'transform="rotate({-TILT} {lx:.1f} {ly})">{esc(label)}</text>')
+    legend_top = bottom + 12 + max(_tilted(label)[1] for label in labels) + GAP
+    legend, legend_h = _legend(list(colours.items()), (), width, legend_top)
+    return _svg(title, width, legend_top + legend_h + GAP, parts + legend)
 
 
 def _short(name: str) -> str:
+    """A metric's name as a category label: without the family's prefix and the unit suffix."""
     for suffix in ("_rate", "_per_episode"):
         name = name.removesuffix(suffix)
-    return name.replace("success_", "").replace("_", " ")[:16]
+    return name.replace("success_", "").replace("_", " ")
 
 
-def _frame(title: str, y_low: str, y_high: str) -> str:
-    return (f'<text x="{W / 2}" y="16" class="title" text-anchor="middle">{esc(title)}</text>'
-            f'<line x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}" class="axis"/>'
-            f'<line x1="{PAD_L}" y1="{H - PAD_B}" x2="{W - PAD_R}" y2="{H - PAD_B}" class="axis"/>'
-            f'<text x="{PAD_L - 4}" y="{PAD_T + 4}" class="tick" text-anchor="end">{esc(y_high)}</text>'
-            f'<text x="{PAD_L - 4}" y="{H - PAD_B}" class="tick" text-anchor="end">{esc(y_low)}</text>')
+def _axes(title: str, width: float, left: float, y_ticks: tuple[str, str]) -> str:
+    """The title, the two axes of the plot area, and the y range (high, low) at the ends of the y axis."""
+    right, bottom = width - PAD_R, PAD_T + PLOT_H
+    return (f'<text x="{width / 2}" y="16" class="title" text-anchor="middle">{esc(title)}</text>'
+            f'<line x1="{left:.1f}" y1="{PAD_T}" x2="{left:.1f}" y2="{bottom}" class="axis"/>'
+            f'<line x1="{left:.1f}" y1="{bottom}" x2="{right:.1f}" y2="{bottom}" class="axis"/>'
+            f'<text x="{left - 4:.1f}" y="{PAD_T + 4}" class="tick" text-anchor="end">{esc(y_ticks[0])}</text>'
+            f'<text x="{left - 4:.1f}" y="{bottom}" class="tick" text-anchor="end">{esc(y_ticks[1])}</text>')
 
 
-def _svg(title: str, parts: list[str]) -> str:
-    return (f'<svg class="chart" role="img" aria-label="{esc(title)}" viewBox="0 0 {W} {H}" width="{W}" '
-            f'height="{H}" xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+def _svg(title: str, width: float, height: float, parts: list[str]) -> str:
+    """The chart's svg element, its viewBox the size it is drawn at."""
+    w, h = math.ceil(width), math.ceil(height)
+    return (f'<svg class="chart" role="img" aria-label="{esc(title)}" viewBox="0 0 {w} {h}" width="{w}" '
+            f'height="{h}" xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+
+
+def _no_data(title: str, notes: Sequence[str]) -> str:
+    """What stands in a chart's place when it would be empty: its title, and in words why there is nothing to draw."""
+    return f'<div class="no-data"><b>{esc(title)}</b>' + "".join(f"<p>{esc(n)}</p>" for n in notes) + "</div>"
 
 
 # --- sections --------------------------------------------------------------------------------------------------------
 
+NO_HELD_OUT = "no held-out evaluation logged: eval_every is 0, or not below the run's number of steps"
+KL_OFF = "to reference: off (beta = 0)"
+
+
+def _points(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """(step, value) of a metric, from the rows that logged it."""
+    return [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+
+
+def _held_out(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(step, success rate) of the periodic held-out evaluations (rows with an `eval` record)."""
+    return [(r["step"], r["eval"]["success_rate"]) for r in rows if isinstance(r.get("eval"), dict)]
+
+
+def _grpo_beta(run: Path, grpo_dir: Path) -> float:
+    """β of the GRPO stage, from its own config.yaml or the run's `grpo:` part; 0 (GRPOConfig's default) if absent."""
+    for path, keys in ((grpo_dir / "config.yaml", ("beta",)), (run / "config.yaml", ("grpo", "beta"))):
+        node: Any = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, (int, float)):
+            return float(node)
+    return 0.0
+
+
+def _sft_charts(rows: list[dict[str, Any]]) -> list[str]:
+    """SFT's loss and its held-out success, the latter said to be missing where no evaluation was logged."""
+    return [line_chart("SFT loss (masked cross-entropy)", {"loss": _points(rows, "loss")}),
+            line_chart("SFT success on held-out tasks", {"success": _held_out(rows)}, empty=NO_HELD_OUT)]
+
+
+def _grpo_charts(rows: list[dict[str, Any]], beta: float) -> list[str]:
+    """GRPO's curves; the KL to the reference only where β > 0, since with β = 0 it is never computed (logged as 0)."""
+    held_out = _held_out(rows)
+    kl = {"to sampler": _points(rows, "approx_kl")} | ({"to reference": _points(rows, "kl_ref")} if beta > 0 else {})
+    return [
+        line_chart("GRPO reward", {"mean": _points(rows, "reward_mean"), "std": _points(rows, "reward_std")}),
+        line_chart("GRPO success", {"batch": _points(rows, "success_rate"), "held-out": held_out},
+                   notes=[] if held_out else ["held-out: no evaluation logged"]),
+        line_chart("GRPO zero-variance groups (no gradient)", {"fraction": _points(rows, "zero_variance_frac")}),
+        line_chart("GRPO KL", kl, notes=[] if beta > 0 else [KL_OFF]),
+        line_chart("GRPO entropy", {"entropy": _points(rows, "entropy")}),
+        line_chart("GRPO loss", {"loss": _points(rows, "loss")})]
+
+
 def _curves(run: Path) -> str:
-    sft, grpo = _jsonl(run / "sft" / "metrics.jsonl"), _jsonl(run / "grpo" / "metrics.jsonl")
+    """The learning curves of the SFT and GRPO stages, from their metrics.jsonl."""
+    grpo_dir = run / "grpo"
+    sft, grpo = _jsonl(run / "sft" / "metrics.jsonl"), _jsonl(grpo_dir / "metrics.jsonl")
     if not sft and not grpo:  # a single-stage run directory (agentic-rl sft or grpo): GRPO logs a reward
-        rows = _jsonl(run / "metrics.jsonl")
+        rows, grpo_dir = _jsonl(run / "metrics.jsonl"), run
         sft, grpo = ([], rows) if any("reward_mean" in r for r in rows) else (rows, [])
-    charts = []
-
-    def pts(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
-        return [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
-
-    def evals(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
-        return [(r["step"], r["eval"]["success_rate"]) for r in rows if isinstance(r.get("eval"), dict)]
-
-    if sft:
-        charts.append(line_chart("SFT loss (masked cross-entropy)", {"loss": pts(sft, "loss")}))
-        if evals(sft):
-            charts.append(line_chart("SFT success on held-out tasks", {"success": evals(sft)}))
-    if grpo:
-        charts.append(line_chart("GRPO reward", {"mean": pts(grpo, "reward_mean"), "std": pts(grpo, "reward_std")}))
-        charts.append(line_chart("GRPO success", {"batch": pts(grpo, "success_rate"), "held-out": evals(grpo)}))
-        charts.append(line_chart("GRPO zero-variance groups (no gradient)", {"fraction": pts(grpo, "zero_variance_frac")}))
-        charts.append(line_chart("GRPO KL", {"to sampler": pts(grpo, "approx_kl"), "to reference": pts(grpo, "kl_ref")}))
-        charts.append(line_chart("GRPO entropy", {"entropy": pts(grpo, "entropy")}))
-        charts.append(line_chart("GRPO loss", {"loss": pts(grpo, "loss")}))
+    charts = (_sft_charts(sft) if sft else []) + (_grpo_charts(grpo, _grpo_beta(run, grpo_dir)) if grpo else [])
     if not charts:
         return ""
     return '<section id="curves"><h2>Learning curves</h2><div class="charts">' + "".join(charts) + "</div></section>"
@@ -244,12 +350,30 @@ def _tokens_html(traj: dict[str, Any], tokenizer: Any, system_len: int) -> str:
             f'of {len(ids)}; the {start}-token system prompt not shown</summary><pre>{spans}</pre></details>')
 
 
+def _cut_turns(traj: dict[str, Any], eos_id: int | None) -> list[int]:
+    """The assistant turns (from 1) that the sampler cut at its token limit: a turn it ended itself closes with EOS."""
+    if eos_id is None:
+        return []
+    return [i + 1 for i, ids in enumerate(traj.get("assistant_ids") or []) if ids[-1:] != [eos_id]]
+
+
+def _outcome_label(traj: dict[str, Any], eos_id: int | None) -> str:
+    """The trajectory's outcome as the viewer prints it: `truncated` where a turn was cut at the token limit, also
+    when the env ended the episode as `ok` by taking the cut text as its answer."""
+    cut = _cut_turns(traj, eos_id)
+    if not cut:
+        return str(traj["outcome"])
+    outcome = "truncated" if traj["outcome"] == "ok" else str(traj["outcome"])
+    turns = ("turns " if len(cut) > 1 else "turn ") + ", ".join(map(str, cut))
+    return f"{outcome}: {turns} cut at the token limit"
+
+
 def _viewer(run: Path, stages: list[str]) -> str:
     trajs = {s: _jsonl(run / "eval" / f"{s}.jsonl") for s in stages}
     trajs = {s: t for s, t in trajs.items() if t}
     if not trajs:
         return ""
-    tokenizer, system_len = None, 0
+    tokenizer, system_len, eos_id = None, 0, None
     model_dir = next((run / s / "model" for s in ("sft", "grpo") if (run / s / "model" / "tokenizer.json").exists()),
                      None)
     if model_dir is not None:
@@ -258,6 +382,7 @@ def _viewer(run: Path, stages: list[str]) -> str:
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         first = next(iter(trajs.values()))[0]["messages"][0]
         system_len = len(tokenizer.apply_chat_template([first], tokenize=True, return_dict=True)["input_ids"])
+        eos_id = tokenizer.eos_token_id
     by_task = {s: {t["task_id"]: t for t in ts if t.get("sample", 0) == 0} for s, ts in trajs.items()}
     order = [t["task_id"] for t in next(iter(trajs.values())) if t.get("sample", 0) == 0]
     task_ids = [tid for tid in order if all(tid in by_task[s] for s in trajs)][:VIEWER_TASKS]
@@ -279,7 +404,7 @@ def _viewer(run: Path, stages: list[str]) -> str:
                     k += 1
                 msgs.append(_message_html(m, r))
             head = (f'<h4 style="color:{COLOURS.get(s, "#000")}">{esc(s)} — {"success" if t["success"] else "failure"}, '
-                    f'reward {t["reward"]:+.2f}, {esc(t["outcome"])}</h4>')
+                    f'reward {t["reward"]:+.2f}, {esc(_outcome_label(t, eos_id))}</h4>')
             cols.append(f'<div class="col">{head}{"".join(msgs)}{_tokens_html(t, tokenizer, system_len)}</div>')
         panels.append(f'<div class="task-panel" id="task-{i}"{"" if i == 0 else " hidden"}>'
                       f'<p class="tid">{esc(tid)}</p><div class="cols">{"".join(cols)}</div></div>')
@@ -312,7 +437,9 @@ table{border-collapse:collapse;margin:8px 0} th,td{border:1px solid #e5e7eb;padd
 th:first-child{text-align:left} .ci{color:#6b7280;font-size:12px} .dir{color:#6b7280}
 .charts{display:flex;flex-wrap:wrap;gap:8px} .family{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
 svg .axis{stroke:#9ca3af} svg .tick{font-size:10px;fill:#4b5563} svg .title{font-size:12px;font-weight:600}
-svg .legend{font-size:11px}
+svg text{font-family:"DejaVu Sans",Verdana,sans-serif} svg .legend{font-size:11px}
+svg .note{font-size:11px;fill:#6b7280;font-style:italic}
+.no-data{width:416px;align-self:flex-start;padding:8px 12px;border:1px dashed #d1d5db;color:#4b5563} .no-data p{margin:4px 0 0}
 .task-list{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0}
 .task-btn{border:1px solid #d1d5db;background:#f9fafb;padding:4px 8px;border-radius:4px;cursor:pointer}
 .task-btn[aria-pressed=true]{background:#1f2937;color:#fff}
