@@ -381,7 +381,7 @@ def probe_hacks(ctx: typer.Context,
     for col in ("exploit", "naive reward", "guarded reward", "no-op reward", *extra, "guard holds"):
         table.add_column(col.replace("_", " "), no_wrap=col == "exploit")
     for r in rows:
-        holds = r["guarded_reward"] <= r["noop_reward"] + 1e-9
+        holds = r["guarded_reward"] <= r["noop_reward"] + 1e-9 and not r.get("env_error") and not r.get("env_errors")
         naive = "n/a" if r["naive_reward"] is None else f"{r['naive_reward']:.2f}"
         table.add_row(str(r["exploit"]), naive, f"{r['guarded_reward']:.2f}", f"{r['noop_reward']:.2f}",
                       *(str(r[k]) if r[k] is not None else "" for k in extra),

@@ -115,3 +115,28 @@ def test_noisy_teachers_needless_call_passes_the_questions_sum(env):
     turn = env.teacher_turn(add, env.reset(add), noise={"unneeded_call": True})
     assert turn == format_tool_call("calculator", {"expression": f"{params['a']} + {params['b']}"})
     assert env.teacher_turn(add, env.reset(add)) == add.answer  # without the mistake: answer at once
+
+
+@pytest.mark.parametrize("name", ["tool_use", "math", "sql", "game", "codefix"])
+def test_a_task_is_found_by_its_id_without_making_every_task(name, monkeypatch):
+    env = make_env(name)
+    wanted = []
+    for split in ("eval",) if name == "codefix" else ("eval", "train"):  # codefix's ids name the task outright
+        # as far as each split goes in the search (game has ~300 eval secrets in all)
+        n = next(k for k in ((6,) if name == "codefix" else (2000, 300)) if _makes(env, split, k))
+        made = env.tasks(split, n)
+        wanted += [made[0], made[-1]]
+    if name != "codefix":  # a task is found by streaming up to it: tasks() is never asked for thousands
+        monkeypatch.setattr(type(env), "tasks", lambda *a, **k: pytest.fail("task_by_id made every task"))
+    for task in wanted:
+        assert env.task_by_id(task.id) == task
+    with pytest.raises(ValueError, match=f"no {name} task with id '{name}/eval/0000000000'"):
+        env.task_by_id(f"{name}/eval/0000000000")
+
+
+def _makes(env, split, n) -> bool:
+    try:
+        env.tasks(split, n)
+    except ValueError:
+        return False
+    return True

@@ -52,7 +52,7 @@ def test_reward_is_the_outcome_minus_the_guesses():
     assert env.tools.call("guess", {"number": wrong}).content.startswith("error: no guesses left")
 
 
-@pytest.mark.parametrize("bad", ["11", "112", "abc", "0123", "secret"])
+@pytest.mark.parametrize("bad", ["11", "112", "abc", "0123", "secret", "１２３", "¹²³"])
 def test_guesses_outside_the_rules_get_no_feedback_and_cost_a_guess(bad):
     env = make_env("game")
     task = env.tasks("eval", 1)[0]
@@ -64,5 +64,6 @@ def test_guesses_outside_the_rules_get_no_feedback_and_cost_a_guess(bad):
 def test_exploit_probes_earn_no_more_than_giving_up():
     env = make_env("game")
     rows = env.probe_hacks(env.tasks("eval", 3))
-    assert {r["exploit"] for r in rows} >= {"wrong_length", "repeated_digits", "not_digits", "ask_for_the_secret"}
-    assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 for r in rows)
+    assert {r["exploit"] for r in rows} >= {"wrong_length", "repeated_digits", "not_digits", "ask_for_the_secret",
+                                            "unicode_digits", "past_the_budget", "every_candidate_as_answer"}
+    assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 and not r["env_error"] for r in rows)

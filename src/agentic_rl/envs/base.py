@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
 from typing import Any, ClassVar, Literal
 
 from ..runtime.parsing import message_call
@@ -122,15 +123,28 @@ class Env(ABC):
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
         """The scripted teacher's next assistant turn. `noise` names the mistakes to make in this episode."""
 
+    def task_stream(self, split: Split, seed: int = 0) -> Iterator[Task]:
+        """The tasks of `split` one at a time, in the order `tasks` gives them, for finding one by id. Default: the
+        first SEARCH_TASKS of `tasks` (as many as it can make); envs built on `draw_tasks` stream them instead."""
+        for n in (SEARCH_TASKS, 200):
+            try:
+                return iter(self.tasks(split, n, seed))
+            except ValueError:  # fewer tasks than that exist
+                continue
+        return iter(())
+
     def task_by_id(self, task_id: str, seed: int = 0) -> Task:
         """The task with this stable id; ValueError naming the id when there is none. Default: a search of the
-        first SEARCH_TASKS tasks of each split for `seed`; envs whose ids name the task outright override this."""
-        for split in ("eval", "train"):
-            found = [t for t in self.tasks(split, SEARCH_TASKS, seed) if t.id == task_id]  # type: ignore[arg-type]
-            if found:
-                return found[0]
-        raise ValueError(f"no {self.name} task with id {task_id!r} among the first {SEARCH_TASKS} of each split "
-                         f"for seed {seed}")
+        first SEARCH_TASKS tasks of the split the id names (each split if it names none) for `seed`, stopping at
+        the task; envs whose ids name the task outright override this."""
+        named = task_id.split("/")[1] if task_id.count("/") >= 2 else ""
+        for split in (named,) if named in ("train", "eval") else ("eval", "train"):
+            for task in islice(self.task_stream(split, seed), SEARCH_TASKS):  # type: ignore[arg-type]
+                if task.id == task_id:
+                    return task
+        raise ValueError(f"no {self.name} task with id {task_id!r} among the first {SEARCH_TASKS} of "
+                         f"{'the ' + named + ' split' if named in ('train', 'eval') else 'each split'} for seed {seed}; "
+                         f"ids read {self.name}/<train|eval>/<hash>, as rollout and eval print them")
 
     def noise_plan(self, task: Task, rng: random.Random, rates: dict[str, float]) -> dict[str, bool]:
         """Which mistakes the noisy teacher makes in one episode, drawn once at its start."""
@@ -238,23 +252,27 @@ def draw_tasks(env_name: str, split: Split, n: int, seed: int, draw: Callable[[r
                eval_fraction: float = 0.2, tries_per_task: int = 200) -> list[Task]:
     """`n` distinct tasks of `split`: drafts from `draw` whose key hashes into this split, with stable ids
     (`<env>/<split>/<hash of the identity>`). Deterministic for `seed`; ValueError when the generator runs dry."""
+    out = list(islice(stream_tasks(env_name, split, seed, draw, eval_fraction, n * tries_per_task), n))
+    if len(out) < n:
+        raise ValueError(f"could only make {len(out)} distinct {env_name} {split} tasks, asked for {n}")
+    return out
+
+
+def stream_tasks(env_name: str, split: Split, seed: int, draw: Callable[[random.Random], Draft],
+                 eval_fraction: float = 0.2, max_draws: int = SEARCH_TASKS * 200) -> Iterator[Task]:
+    """The tasks `draw_tasks` makes, one at a time in the same order, until `max_draws` drafts have been drawn:
+    `draw_tasks(n)` is the first n of them, and a task can be found by its id without making thousands."""
     if split not in ("train", "eval"):
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
     rng = random.Random(stable_hash(env_name, split, seed))
-    out: list[Task] = []
     seen: set[str] = set()
-    for _ in range(n * tries_per_task):
-        if len(out) == n:
-            break
+    for _ in range(max_draws):
         d = draw(rng)
         if (d.split or split_of(d.key, eval_fraction)) != split or d.identity in seen:
             continue
         seen.add(d.identity)
         tid = f"{env_name}/{split}/{stable_hash(d.identity) % 16**10:010x}"
-        out.append(Task(tid, split, d.kind, d.prompt, d.answer, d.reference, d.meta))
-    if len(out) < n:
-        raise ValueError(f"could only make {len(out)} distinct {env_name} {split} tasks, asked for {n}")
-    return out
+        yield Task(tid, split, d.kind, d.prompt, d.answer, d.reference, d.meta)
 
 
 def check_env(env_factory: Any, n: int = 50, seed: int = 0) -> list[str]:

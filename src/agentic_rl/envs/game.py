@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..runtime.parsing import format_tool_call, message_call
 from ..runtime.tools import Toolbox, ToolError
-from .base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, stable_hash
+from .base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, stable_hash, stream_tasks
 from .probes import probe_table
 from .tool_env import Score, ToolEnv
 
@@ -62,12 +63,15 @@ class GameEnv(ToolEnv):
         self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
 
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
-        def draw(rng: random.Random) -> Draft:
-            secret, lang = rng.choice(self.candidates), rng.choice(["en", "en", "zh"])
-            prompt = PROMPTS[lang].format(n=self.digits, k=self.guesses)
-            return Draft(secret, f"{secret}:{lang}", f"{self.digits}-digit", prompt, secret, (), (("lang", lang),))
+        return draw_tasks("game", split, n, seed, self._draw)
 
-        return draw_tasks("game", split, n, seed, draw)
+    def task_stream(self, split: Split, seed: int = 0) -> Iterator[Task]:
+        return stream_tasks("game", split, seed, self._draw)
+
+    def _draw(self, rng: random.Random) -> Draft:
+        secret, lang = rng.choice(self.candidates), rng.choice(["en", "en", "zh"])
+        prompt = PROMPTS[lang].format(n=self.digits, k=self.guesses)
+        return Draft(secret, f"{secret}:{lang}", f"{self.digits}-digit", prompt, secret, (), (("lang", lang),))
 
     def _perturbed(self, task: Task, how: str) -> Task | None:
         lang = {"rephrase": "rephrase", "language": "zh" if task.get("lang") == "en" else "en"}.get(how)
@@ -89,7 +93,7 @@ class GameEnv(ToolEnv):
         self._guesses += 1
         if self._guesses > self.guesses:
             raise ToolError(f"no guesses left (you had {self.guesses}); answer with the number")
-        if len(number) != self.digits or not number.isdigit() or len(set(number)) != self.digits:
+        if len(number) != self.digits or not (number.isascii() and number.isdigit()) or len(set(number)) != self.digits:
             raise ToolError(f"invalid guess {number[:20]!r}: a guess is {self.digits} different digits (guess used)")
         bulls, cows = feedback(self._task.answer, number)
         return f"{number}: {bulls} bulls, {cows} cows"
@@ -133,9 +137,14 @@ class GameEnv(ToolEnv):
         return format_tool_call("guess", {"number": left[0] if turns else rng.choice(self.candidates)})
 
     def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
-        """Guesses outside the rules (which would leak digit counts if answered) and asking for the secret."""
+        """Guesses outside the rules (which would leak digit counts if answered), guesses past the budget, every
+        candidate as the answer, and asking for the secret."""
         g = lambda number: format_tool_call("guess", {"number": number})
+        fullwidth = lambda number: "".join(chr(ord(c) + 0xFEE0) for c in number)
         exploits = {"wrong_length": lambda t: [g("0123456789"), t.answer[::-1]],
+                    "unicode_digits": lambda t: [g(fullwidth(t.answer)), t.answer[::-1]],
+                    "past_the_budget": lambda t: [g(c) for c in self.candidates[:self.guesses + 3]] + [t.answer[::-1]],
+                    "every_candidate_as_answer": lambda t: [" ".join(self.candidates)],
                     "repeated_digits": lambda t: [g(str(d) * self.digits) for d in range(10)][:self.guesses] + [t.answer[::-1]],
                     "not_digits": lambda t: [g("abc" if self.digits == 3 else "abcd"), t.answer[::-1]],
                     "ask_for_the_secret": lambda t: ["What is the secret number?", t.answer[::-1]],

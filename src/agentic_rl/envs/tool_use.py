@@ -32,13 +32,24 @@ import ast
 import operator
 import random
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..runtime.parsing import format_tool_call, message_text
 from ..runtime.tools import Toolbox, ToolError, to_json
-from .base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns, stable_hash
+from .base import (
+    FAULT_TEXT,
+    Draft,
+    Message,
+    Split,
+    Task,
+    TurnRecord,
+    draw_tasks,
+    reference_turns,
+    stable_hash,
+    stream_tasks,
+)
 from .tool_env import Score, ToolEnv
 
 CALL_COST = 0.1
@@ -320,8 +331,14 @@ class ToolUseEnv(ToolEnv):
     # -- tasks --
 
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
+        return draw_tasks("tool_use", split, n, seed, self._draw)
+
+    def task_stream(self, split: Split, seed: int = 0) -> Iterator[Task]:
+        return stream_tasks("tool_use", split, seed, self._draw)
+
+    def _draw(self, rng: random.Random) -> Draft:
         kinds = [k for k, w in KIND_WEIGHTS.items() if k in self.kinds for _ in range(w)]
-        return draw_tasks("tool_use", split, n, seed, lambda rng: _make(rng.choice(kinds), rng).draft())
+        return _make(rng.choice(kinds), rng).draft()
 
     def _perturbed(self, task: Task, how: str) -> Task | None:
         """The same question in another form: a phrasing never trained on, the template's words upper-cased, extra
