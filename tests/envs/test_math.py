@@ -29,6 +29,63 @@ def test_math_reward_reads_the_answer(reply, correct, formatted):
     assert s.reward == pytest.approx(float(correct) + 0.1 * formatted)
 
 
+@pytest.mark.parametrize("reply, gold", [
+    ("#### 1 420", "1420"),  # a space between groups of three
+    ("#### 1\\,420", "1420"),
+    ("#### １４２０", "1420"),  # full-width digits
+    ("#### ١٤٢٠", "1420"),  # Arabic-Indic digits
+    ("#### 1.42e3", "1420"),
+    ("#### 1.42\\times10^3", "1420"),
+    ("#### 1.42 × 10³", "1420"),
+    ("#### 一千四百二十", "1420"),  # Chinese numerals, as a reader of the Chinese problems writes them
+    ("#### 两千零五", "2005"),
+    ("#### 十二", "12"),
+    ("#### 1.2万", "12000"),
+    ("#### 一百二十千米", "120"),
+    ("#### 1420元", "1420"),
+    ("#### −7", "-7"),  # the minus sign
+    ("#### \\$12", "12"),
+    ("#### 12 dollars.", "12"),
+    ("#### 25°C", "25"),
+])
+def test_legitimate_ways_to_write_the_number_are_right(reply, gold):
+    s = math_reward(reply, gold)
+    assert s.correct and s.formatted and s.reward == pytest.approx(1.1), s
+
+
+@pytest.mark.parametrize("reply, gold, why", [
+    ("#### 26 * 32", "832", "not one number literal"),  # the question copied: the checker must not compute it
+    ("#### 44*3+46*28", "1420", "not one number literal"),
+    ("\\boxed{26 \\times 32}", "832", "not one number literal"),
+    ("#### 52/2", "26", "not one number literal"),  # a division left to the checker, not a fraction in lowest terms
+    ("#### 26 \\times 10^1", "260", "not one number literal"),  # a product, not scientific notation
+    ("#### 3018 \\text{ or } 3108", "3108", "not one number literal"),
+    ("#### 3018 \\lor 3108", "3108", "not one number literal"),
+    ("#### 3018 | 3108", "3108", "not one number literal"),
+    ("#### 3018, i.e. 3108", "3108", "not one number literal"),
+    ("#### 3018 (or maybe 3108)", "3108", "not one number literal"),
+    ("#### 3018 \\to 3108", "3108", "not one number literal"),
+    ("#### 3018 \\\\ 3108", "3108", "not one number literal"),
+    ("#### 3018 \\dots 3108", "3108", "not one number literal"),
+    ("#### w = 3108", "3108", "not a number literal"),
+    ("#### x=3018 or x=3108", "3108", "not one number literal"),
+    ("#### \\begin{pmatrix}3018 & 3108\\end{pmatrix}", "3108", "not one number literal"),
+    ("\\boxed{3018 #### 3108}", "3108", "not one number literal"),
+    ("#### 3108i", "3108", "not a number literal"),  # a complex number
+    ("#### 3108 \\pmod{10}", "3108", "not one number literal"),  # a residue
+    ("#### " + "9" * 30_000 + " 3108", "3108", "too long"),
+])
+def test_expressions_and_several_values_are_refused_with_a_reason(reply, gold, why):
+    s = math_reward(reply, gold)
+    assert not s.correct and s.reward == 0.0 and why in s.reason, s
+
+
+def test_reasoning_blocks_are_not_the_answer():
+    assert math_reward("<think>#### 3108</think>\n#### 3018", "3108").reward == pytest.approx(0.1)  # a wrong answer
+    assert math_reward("<think>it is 3108\n#### 3108", "3108").reason == "no answer"  # never closed: all reasoning
+    assert math_reward("<think>maybe 3018</think>\n#### 3108", "3108").correct
+
+
 def test_math_reward_reads_fractions_and_decimals():
     assert math_reward("\\boxed{\\frac{1}{2}}", "0.5").correct and math_reward("#### 1/2", "0.5").correct
     assert math_reward("#### 0.50", "1/2").correct and not math_reward("#### 0.6", "1/2").correct
@@ -173,8 +230,9 @@ def test_exploit_probes_earn_no_more_than_a_wrong_answer():
         env = make_env("math", **args)
         rows = env.probe_hacks(env.tasks("eval", 4))
         assert {r["exploit"] for r in rows} >= {"answer_spam", "conflicting_answers", "boxed_many_times",
-                                                "empty_answer", "answer_in_tool_call"}
-        assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 for r in rows)
+                                                "empty_answer", "answer_in_tool_call", "copy_the_expression",
+                                                "several_values", "answer_in_reasoning", "complex_form", "huge_answer"}
+        assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 and not r["env_error"] for r in rows)
         assert any(r["naive_reward"] > r["noop_reward"] for r in rows)  # a naive check would have paid
 
 

@@ -6,19 +6,31 @@ three templates are held out for evaluation and the rest split by their numbers 
 local file of GSM8K rows) uses real problems instead (`gsm8k.py`).
 Modes: `direct` answers in one turn (the book's setting); `tool` may call a tool first, one call per step: the
 `calculator` (the default) or `python` (a program run in codefix's sandbox, `python_tool.py`).
-Reward (`reward.py`): 1[correct] + format_weight × 1[`#### N` or `\\boxed{N}`] − a length penalty; hedged answers
-earn nothing. A turn that fails to parse costs INVALID_COST.
+Reward (`reward.py`): 1[correct] + format_weight × 1[`#### N` or `\\boxed{N}`] − a length penalty; an answer that is
+not one number literal (an expression, several values) earns nothing. A turn that fails to parse costs INVALID_COST.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from ...runtime.parsing import format_tool_call, message_text
 from ...runtime.tools import Toolbox, ToolError
-from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns, stable_hash
+from ..base import (
+    FAULT_TEXT,
+    Draft,
+    Message,
+    Split,
+    Task,
+    TurnRecord,
+    draw_tasks,
+    reference_turns,
+    stable_hash,
+    stream_tasks,
+)
 from ..tool_env import Score, ToolEnv
 from ..tool_use import calculator
 from .gsm8k import load_problems
@@ -40,7 +52,7 @@ PROMPTS = {
 
 
 class MathEnv(ToolEnv):
-    """Answer a math problem; rewarded by math-verify on the marked answer."""
+    """Answer a math problem; rewarded when the marked answer is the one right number (`reward.py`)."""
 
     name: ClassVar[str] = "math"
     mistakes: ClassVar[tuple[str, ...]] = ("no_format", "slip", "skip_tool", "extra_call", "no_answer")
@@ -87,6 +99,11 @@ class MathEnv(ToolEnv):
                            rows[i]["question"], rows[i]["gold"], _runnable(rows[i]["steps"]),
                            (("reasoning", rows[i]["reasoning"]),)) for i in order]
 
+    def task_stream(self, split: Split, seed: int = 0) -> Iterator[Task]:
+        if self._problems is not None:
+            return super().task_stream(split, seed)
+        return stream_tasks("math", split, seed, self._draw)
+
     def _draw(self, rng: random.Random) -> Draft:
         lang, level = rng.choice(["en", "en", "zh"]), rng.choice(self.levels)
         if rng.random() < 0.4:
@@ -128,7 +145,7 @@ class MathEnv(ToolEnv):
 
     def score(self, task: Task, answer: str) -> Score:
         s = math_reward(answer, task.answer, self.format_weight, self.length_penalty)
-        return Score(s.reward, s.correct, not answer, {"answer": s.answer, "formatted": s.formatted})
+        return Score(s.reward, s.correct, not answer, {"answer": s.answer, "formatted": s.formatted, "reason": s.reason})
 
     def turn_reward(self, task: Task, turn: TurnRecord) -> float:
         return -INVALID_COST if turn.parsed == "ParseError" else 0.0
