@@ -1,4 +1,5 @@
 import re
+import signal
 import sqlite3
 from functools import partial
 
@@ -58,7 +59,12 @@ def test_any_query_that_answers_wins_not_only_the_gold():
     ("WITH x AS (SELECT 1) DELETE FROM orders", "not authorized"),
     ("SELECT load_extension('x')", "not authorized"),
     ("SELECT * FROM orders; DROP TABLE orders", "one statement"),
-    ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n", "interrupted"),
+    ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n", "time limit (0.5 s)"),
+    ("SELECT length(printf('%.*c', 1000000000, 'x'))", "not authorized to use function: printf"),  # slow in one step
+    ("SELECT zeroblob(1000000000)", "not authorized to use function: zeroblob"),
+    ("WITH RECURSIVE s(x) AS (SELECT 'a' UNION ALL SELECT x || x FROM s) SELECT max(x) FROM s", "too big"),
+    ("SELECT " + ", ".join(["1"] * 100), "too many columns"),
+    ("SELECT '" + "x" * 5000 + "'", "too long"),
 ])
 def test_guards_refuse_and_stop(tmp_path, sql, error):
     db.create(tmp_path / "shop.db", 1)
@@ -70,6 +76,56 @@ def test_guards_refuse_and_stop(tmp_path, sql, error):
     with pytest.raises(sqlite3.Error):
         conn.execute(f"ATTACH DATABASE '{tmp_path / 'x.db'}' AS x")
     assert not (tmp_path / "x.db").exists()
+
+
+def test_the_first_keyword_check_is_linear_in_the_query():
+    # 161 characters of comments made the old statement-start regex backtrack for good; now one pass (under an
+    # alarm, so a regression fails here instead of hanging the suite)
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the query check did not return within 20 s"))
+    signal.alarm(20)
+    try:
+        _check_first_keyword()
+    finally:
+        signal.alarm(0)
+
+
+def _check_first_keyword() -> None:
+    query = "SELECT" + " /*/*" * 30 + " x"
+    assert db.first_keyword("/*" + "*/ /*" * 32 + "*/ SELECT 1") == "select"
+    assert db.first_keyword("-- c\n /* a */ WITH x") == "with" and db.first_keyword("/* never closed") == ""
+    assert db.first_keyword(" /*/*" * 10_000) == ""  # 50,000 characters: a regex that backtracks would not return
+    env = make_env("sql")
+    env.reset(env.tasks("eval", 1)[0])
+    assert env.step(query).episode.success is False
+
+
+def test_the_agents_query_is_always_a_scored_failure_never_an_env_error():
+    env = make_env("sql")
+    task = env.tasks("eval", 1)[0]
+    doubling = "WITH RECURSIVE s(x) AS (SELECT 'a' UNION ALL SELECT x || x FROM s WHERE length(x) < 60000) "
+    for answer in ("SELECT zeroblob(1000000000)", doubling + ", n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                   "LIMIT 100000) SELECT x FROM s, n", "SELECT length(printf('%.*c', 1000000000, 'x'))"):
+        env.reset(task)
+        result = env.step(answer)
+        assert result.terminated and result.episode.success is False and result.reward == 0.0
+
+
+def test_run_sql_caps_each_value_and_the_whole_observation():
+    env = make_env("sql")
+    env.reset(env.tasks("eval", 1)[0])
+    doubling = "WITH RECURSIVE s(x) AS (SELECT 'a' UNION ALL SELECT x || x FROM s WHERE length(x) < 60000) "
+    obs = env.step(format_tool_call("run_sql", {"query": doubling + "SELECT max(x), max(x) FROM s"}))
+    text = obs.observation[0]["content"]
+    assert len(text) < 1000 and "…(65536 characters)" in text
+
+
+@pytest.mark.parametrize("fence", ["```SQL\n{q}\n```", "```sql\n{q}\n```", "```\n{q}\n```", "```sqlite\n{q}```",
+                                   "```{q}```", "{q}"])
+def test_a_fenced_answer_is_read_whatever_the_case_of_its_language_tag(fence):
+    env = make_env("sql")
+    task = env.tasks("eval", 1)[0]
+    env.reset(task)
+    assert env.step(fence.format(q=task.answer)).episode.success
 
 
 def test_run_sql_shows_at_most_max_rows():
@@ -84,5 +140,8 @@ def test_exploit_probes_earn_no_more_than_giving_up_and_leave_the_database_alone
     rows = env.probe_hacks(env.tasks("eval", 2))
     assert {r["exploit"] for r in rows} >= {"drop_table", "attach_database", "vacuum_into", "load_extension",
                                             "endless_query", "huge_cross_join", "answer_in_text", "whole_table"}
-    assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 and r["db_unchanged"] for r in rows)
+    assert {r["exploit"] for r in rows} >= {"comment_backtracking", "slow_function", "huge_blob", "huge_observation",
+                                            "memory_in_grading"}
+    assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 and r["db_unchanged"] and not r["env_error"]
+               for r in rows)
     assert next(r for r in rows if r["exploit"] == "answer_in_text")["naive_reward"] == 1.0

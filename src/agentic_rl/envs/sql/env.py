@@ -16,23 +16,42 @@ import shutil
 import sqlite3
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ...runtime.parsing import format_tool_call, message_text
 from ...runtime.tools import Toolbox, ToolError
-from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns
+from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, reference_turns, stream_tasks
 from ..tool_env import Score, ToolEnv
 from . import db
 from .questions import QUESTIONS
 
 MAX_ROWS = 20
-SECONDS = 2.0
+FENCE_LANGUAGES = ("", "sql", "sqlite", "sqlite3")  # what may follow ``` on a fenced answer's first line
+MAX_CELL_CHARS = 200  # a longer value is shown cut, with its length
+MAX_OBSERVATION_CHARS = 4000  # what run_sql shows at most
+SECONDS = 2.0  # CPU time a query may take (db.run_query)
 INVALID_COST = 0.1
 SYSTEM_PROMPT = ("You answer questions about a SQLite database. Look at the tables, try queries with run_sql, and "
                  "when a query answers the question, reply with that SQL query only. To call a tool, reply with only "
                  '<tool_call>{"name":...,"arguments":{...}}</tool_call>.\nTools:\n')
+
+
+def unfence(answer: str) -> str:
+    """The query inside a Markdown code fence (```sql, ```SQL, ```sqlite or a bare ```), or the answer as it is."""
+    text = answer.strip()
+    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
+        body = text[3:-3]
+        first, _, rest = body.partition("\n")
+        return (rest if first.strip().lower() in FENCE_LANGUAGES else body).strip()
+    return text
+
+
+def _cell(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_CELL_CHARS else f"{text[:MAX_CELL_CHARS]}…({len(text)} characters)"
 
 
 def same_results(got: list[tuple], want: list[tuple], ordered: bool) -> bool:
@@ -67,22 +86,23 @@ class SQLEnv(ToolEnv):
         self._dir: str | None = None
 
     def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
-        def draw(rng: random.Random) -> Draft:
-            db_seed = rng.randrange(10**6)
-            conn = db.open_guarded(None, db_seed)
-            kind, question, gold, tables, ordered = rng.choice(QUESTIONS)
-            names = [r[0] for r in conn.execute("SELECT name FROM products")]
-            params = {"city": rng.choice(db.CITIES), "category": rng.choice(sorted(db.PRODUCTS)),
-                      "product": rng.choice(names), "year": rng.randint(2015, 2024), "year2": rng.randint(2021, 2024)}
-            # the database's name leads the question: the same question about another database is another task
-            gold, question = gold.format(**params), f"Database shop_{db_seed:06d}. " + question.format(**params)
-            conn.close()
-            ref = (("list_tables", ()), *(("describe_table", (("table", t),)) for t in tables),
-                   ("run_sql", (("query", gold),)))
-            return Draft(f"db:{db_seed}", f"{db_seed}:{question}", kind, question, gold, ref,
-                         (("db_seed", db_seed), ("ordered", ordered)))
+        return draw_tasks("sql", split, n, seed, self._draw)
 
-        return draw_tasks("sql", split, n, seed, draw)
+    def task_stream(self, split: Split, seed: int = 0) -> Iterator[Task]:
+        return stream_tasks("sql", split, seed, self._draw)
+
+    def _draw(self, rng: random.Random) -> Draft:
+        db_seed = rng.randrange(10**6)
+        kind, question, gold, tables, ordered = rng.choice(QUESTIONS)
+        names = db.product_names(db_seed)
+        params = {"city": rng.choice(db.CITIES), "category": rng.choice(sorted(db.PRODUCTS)),
+                  "product": rng.choice(names), "year": rng.randint(2015, 2024), "year2": rng.randint(2021, 2024)}
+        # the database's name leads the question: the same question about another database is another task
+        gold, question = gold.format(**params), f"Database shop_{db_seed:06d}. " + question.format(**params)
+        ref = (("list_tables", ()), *(("describe_table", (("table", t),)) for t in tables),
+               ("run_sql", (("query", gold),)))
+        return Draft(f"db:{db_seed}", f"{db_seed}:{question}", kind, question, gold, ref,
+                     (("db_seed", db_seed), ("ordered", ordered)))
 
     def _perturbed(self, task: Task, how: str) -> Task | None:
         if how == "casing":
@@ -115,9 +135,12 @@ class SQLEnv(ToolEnv):
             query: One SELECT statement, for example "SELECT COUNT(*) FROM orders".
         """
         cols, rows = self._query(query)
-        lines = [" | ".join(cols), *(" | ".join(map(str, r)) for r in rows[:MAX_ROWS])]
+        lines = [" | ".join(map(_cell, cols)), *(" | ".join(map(_cell, r)) for r in rows[:MAX_ROWS])]
         more = f"\n(more than {MAX_ROWS} rows; only the first {MAX_ROWS} shown)" if len(rows) > MAX_ROWS else ""
-        return "\n".join(lines) + more
+        text = "\n".join(lines)
+        if len(text) > MAX_OBSERVATION_CHARS:
+            text = text[:MAX_OBSERVATION_CHARS] + f"\n(output cut at {MAX_OBSERVATION_CHARS} characters)"
+        return text + more
 
     def _query(self, sql: str) -> tuple[list[str], list[tuple]]:
         try:
@@ -136,13 +159,14 @@ class SQLEnv(ToolEnv):
 
     def score(self, task: Task, answer: str) -> Score:
         """Run the answer and the gold on a pristine copy; equal result sets win."""
-        query = answer.strip().removeprefix("```sql").removeprefix("```").removesuffix("```").strip()
+        query = unfence(answer)
         pristine = db.open_guarded(None, task.get("db_seed"))
         try:
             want = db.run_query(pristine, task.answer, SECONDS, 10**5)[1]
-            got = db.run_query(pristine, query, SECONDS, 10**5)[1]
+            # one row more than the gold has is enough to know the answer is wrong, and bounds what is read
+            got = db.run_query(pristine, query, SECONDS, len(want))[1]
             ok = same_results(got, want, task.get("ordered"))
-        except (sqlite3.Error, ValueError):
+        except (sqlite3.Error, ValueError):  # anything the agent's query causes is a wrong answer, never a crash
             ok = False
         finally:
             pristine.close()
