@@ -7,7 +7,8 @@ makes many test runs (docs/design-notes.md#codefix-warm-test-runner). The server
 limit and kills everything the uid left behind.
 
 Every sandboxed child is forked from the server, so the server holds no secret: it never imports `agentic_rl`
-(the corpus), and it never reads what goes in or out of a run. The trusted parent writes a run's stdin to a file
+(the corpus), it never reads what goes in or out of a run, and it starts with an environment of its own (SERVER_ENV),
+not the trainer's. The trusted parent writes a run's stdin to a file
 in a private directory and reads its stdout and stderr back from files there; the server passes only the paths,
 and the child opens them before it enters the jail. Requests and replies are JSON lines over the server's
 stdin/stdout; each reply carries its request's nonce, the child keeps no descriptor of the channel, and anything
@@ -33,7 +34,10 @@ from ...runtime.tools import InfrastructureError
 from .files import remove_tree
 
 JAIL_PATH = str(Path(__file__).with_name("jail.py"))
-GRACE_SECONDS = 10.0  # how much longer than a run's own limit the parent waits for the server's reply
+GRACE_SECONDS = 10.0
+# The server's whole environment: never the trainer's, whose variables (API keys, tokens, credentials) no sandboxed
+# program may read. Each run's child replaces it with the sandbox's own allow-list (`Sandbox.env`).
+SERVER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # how much longer than a run's own limit the parent waits for the server's reply
 
 SERVER = r'''
 import importlib.util, json, os, signal, sys, tempfile, time, traceback
@@ -62,8 +66,8 @@ def child(req):
             opened = os.open(os.path.join(req["io"], name), flags)
             os.dup2(opened, fd)
             os.close(opened)
-        for k, v in req["env"].items():
-            os.environ[k] = v
+        os.environ.clear()  # the run's environment is the request's allow-list, nothing of the server's
+        os.environ.update(req["env"])
         # No .pyc: one written in the same second as an edit of the same size passes as fresh (mtime and size
         # match), and the next run would silently test the code from before the edit.
         sys.dont_write_bytecode = True
@@ -150,7 +154,8 @@ class ForkServer:
                 raise InfrastructureError("codefix runs the tests with pytest, which is not installed in this environment: "
                                    "pip install 'pytest>=8' (a dependency of agentic-rl; `pip install -e .` brings it)")
             self.proc = subprocess.Popen([sys.executable, "-I", "-c", SERVER, JAIL_PATH], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, cwd="/")
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, cwd="/",
+                                         env=SERVER_ENV)
             self._buffer = b""
         return self.proc
 
