@@ -9,7 +9,6 @@ start private (mkstemp's 0600, mkdtemp's 0700); they, and model directories, get
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import threading
@@ -17,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from .text import json_text
 
 _umask_lock = threading.Lock()
 
@@ -79,7 +80,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json_text(obj, indent=2) + "\n")
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from ..atomic import atomic_write_text
+from ..text import encodable
 
 STAGES = ("prompted", "teacher", "sft", "grpo")
 COLOURS = {"prompted": "#d97706", "teacher": "#6b7280", "sft": "#2563eb", "grpo": "#dc2626"}
@@ -484,5 +485,5 @@ def build_report(run: str | Path) -> str:
 def write_report(run: str | Path) -> Path:
     """Write RUN/report.html atomically and return its path."""
     path = Path(run) / "report.html"
-    atomic_write_text(path, build_report(run))
+    atomic_write_text(path, encodable(build_report(run)))  # a trajectory's lone surrogate shows as U+FFFD
     return path

@@ -14,6 +14,10 @@ schemas are in the env's system prompt either way.
 A model can sample a token sequence that is not the canonical tokenization of its own text ("ab" as "a"+"b").
 Re-tokenizing that text would change what the policy said, so callers pass each assistant turn's sampled ids
 (`assistant_ids`) and the renderer puts them in the assistant spans verbatim: tokens are kept as sampled.
+
+Text no tokenizer can encode — a lone UTF-16 surrogate, which a script policy or an env can put in a message but
+a model's decoded text never holds — is rendered as U+FFFD, as any UTF-8 reader would show it; the trajectory keeps
+the message as it was (`text.json_text` writes it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from jinja2.exceptions import TemplateError
 
+from ..text import encodable
 from .parsing import format_tool_call
 
 logger = logging.getLogger(__name__)
@@ -94,7 +99,8 @@ class Renderer:
 
     def apply(self, messages: Sequence[dict[str, Any]], **kwargs: Any) -> Any:
         """`apply_chat_template` on the messages as this template can render them (see the module docstring)."""
-        return self.tokenizer.apply_chat_template(list(messages) if self.native_tools else as_hermes_text(messages),
+        messages = [_encodable(m) for m in messages]
+        return self.tokenizer.apply_chat_template(messages if self.native_tools else as_hermes_text(messages),
                                                   **kwargs)
 
     def _template(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool,
@@ -195,6 +201,17 @@ class Renderer:
         if ids and ids[-1] == self.eos_id:
             ids = ids[:-1]
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _encodable(value: Any) -> Any:
+    """`value` (a message, or anything in one) with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {k: _encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    return value
 
 
 def longest_assistant_turn(rendered: Iterable[Rendered]) -> int:

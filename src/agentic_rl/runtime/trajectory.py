@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..atomic import atomic_open
+from ..text import json_text
 
 Outcome = Literal["ok", "truncated", "env_error", "timeout"]
 OUTCOMES: tuple[str, ...] = ("ok", "truncated", "env_error", "timeout")
@@ -79,7 +80,7 @@ def save_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> None:
     """Write one trajectory per line, atomically (see `atomic.atomic_open`)."""
     with atomic_open(path) as f:
         for t in trajectories:
-            f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+            f.write(json_text(t.to_dict()) + "\n")
 
 
 def load_jsonl(path: str | Path) -> list[Trajectory]:

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from ...text import encodable
+
 PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [PAD, IM_START, IM_END, "<tool_call>", "</tool_call>"]
 
@@ -50,7 +52,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> PreTrainedT
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer=trainer)
+    tok.train_from_iterator((encodable(t) for t in texts), trainer=trainer)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=IM_END, pad_token=PAD,
                                  additional_special_tokens=SPECIAL_TOKENS[1:], clean_up_tokenization_spaces=False)
     hf.chat_template = CHAT_TEMPLATE
