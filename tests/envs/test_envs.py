@@ -140,3 +140,12 @@ def _makes(env, split, n) -> bool:
     except ValueError:
         return False
     return True
+
+
+@pytest.mark.parametrize("name", ["tool_use", "math", "sql", "game"])
+def test_tasks_can_be_drawn_during_an_episode(name):
+    env = make_env(name)  # math's task builder was once shadowed by the episode's task (env._task)
+    task = env.tasks("eval", 1)[0]
+    env.reset(task)
+    assert env.tasks("eval", 1) == [task] and env.task_by_id(task.id) == task
+    env.close()

@@ -115,3 +115,19 @@ def test_a_random_agent_is_told_to_do_sft_first_and_a_competent_one_passes():
     checks = _by_name(run_doctor(lambda: make_env("tool_use"), TeacherPolicy(dict(ToolUseEnv.default_noise)), n=12))
     assert all(c.verdict != "FAIL" for c in checks.values()), [c for c in checks.values() if c.verdict == "FAIL"]
     assert checks["policy beats random"].verdict == "PASS"
+
+
+def test_an_exploit_that_ends_episodes_as_env_errors_fails_the_check():
+    from agentic_rl.envs.math.env import MathEnv
+    from agentic_rl.evaluation.doctor import check_exploits
+
+    class CrashesOnLongAnswers(MathEnv):  # a reward that a 30 KB answer makes raise: the agent could opt out
+        def score(self, task, answer):
+            if len(answer) > 1000:
+                raise MemoryError("the grader ran out of memory")
+            return super().score(task, answer)
+
+    env = CrashesOnLongAnswers(mode="direct")
+    check = check_exploits(env, env.tasks("eval", 2))
+    assert check.verdict == "FAIL" and "huge_answer" in check.observed and "env error" in check.observed
+    assert check_exploits(MathEnv(mode="direct"), env.tasks("eval", 2)).verdict == "PASS"

@@ -92,12 +92,18 @@ def check_discrimination(teacher: list[Trajectory], random_: list[Trajectory]) -
 
 
 def check_exploits(env: Env, tasks: list[Any]) -> Check | None:
-    """The env's known reward hacks, scripted, must earn no more than doing nothing (None: the env has no probes)."""
+    """The env's known reward hacks, scripted, must earn no more than doing nothing and never end an episode as an
+    env error, which a trainer drops from the loss (None: the env has no probes)."""
     rows = env.probe_hacks(tasks)
     if rows is None:
         return None
     noop = next(r["guarded_reward"] for r in rows if r["exploit"] == "noop")
     paying = [r for r in rows if r["guarded_reward"] > r["noop_reward"] + 1e-9]
+    crashing = [str(r["exploit"]) for r in rows if r.get("env_error") or r.get("env_errors")]
+    if crashing:
+        return Check("exploits do not pay", "FAIL", f"ended episodes as env errors: {', '.join(crashing)}",
+                     "make the env score what the agent caused as a failure: an env error is dropped from the loss, "
+                     "so the agent could opt out of a bad grade")
     if paying:
         names = ", ".join(f"{r['exploit']} {r['guarded_reward']:.2f}" for r in paying)
         return Check("exploits do not pay", "FAIL", f"above the no-op's {noop:.2f}: {names}",

@@ -95,7 +95,7 @@ class MathEnv(ToolEnv):
         if len(rows) < n:
             raise ValueError(f"{self.data} has {len(rows)} {split} problems, asked for {n}")
         order = sorted(range(len(rows)), key=lambda i: stable_hash("math", self.data, seed, i))[:n]
-        return [self._task(f"math/{split}/{stable_hash(rows[i]['question']) % 16**10:010x}", split, "gsm8k",
+        return [self._make_task(f"math/{split}/{stable_hash(rows[i]['question']) % 16**10:010x}", split, "gsm8k",
                            rows[i]["question"], rows[i]["gold"], _runnable(rows[i]["steps"]),
                            (("reasoning", rows[i]["reasoning"]),)) for i in order]
 
@@ -109,19 +109,19 @@ class MathEnv(ToolEnv):
         if rng.random() < 0.4:
             expr, value = draw_arithmetic(rng, level)
             prompt = rng.choice(ARITH_PROMPTS[lang]).format(expr=show(expr))
-            t = self._task("", "train", "arithmetic", prompt, str(value), [(expr, value)], (("lang", lang),))
+            t = self._make_task("", "train", "arithmetic", prompt, str(value), [(expr, value)], (("lang", lang),))
             return Draft(f"arith:{expr}", prompt, t.kind, prompt, t.answer, t.reference, t.meta)
         while (drawn := draw_word(rng, template := rng.choice(TEMPLATES), level)) is None:
             pass
         values, steps = drawn
         name = rng.randrange(len(NAMES))
         prompt = _word_prompt(template.id, lang, values, name)
-        t = self._task("", "train", "word", prompt, str(steps[-1][1]), steps,
+        t = self._make_task("", "train", "word", prompt, str(steps[-1][1]), steps,
                        (("lang", lang), ("template", template.id), ("values", tuple(values.items())), ("name", name)))
         return Draft(f"word:{template.id}:{sorted(values.items())}", prompt, t.kind, prompt, t.answer, t.reference,
                      t.meta, "eval" if template.id in HELD_OUT else None)
 
-    def _task(self, tid: str, split: Split, kind: str, prompt: str, answer: str, steps: list[tuple[str, Any]],
+    def _make_task(self, tid: str, split: Split, kind: str, prompt: str, answer: str, steps: list[tuple[str, Any]],
               meta: tuple[tuple[str, Any], ...]) -> Task:
         ref = tuple(step_call(self.tool, e) for e, _ in steps) if self.mode == "tool" else ()
         return Task(tid, split, kind, prompt, answer, ref, (("steps", tuple(steps)), *meta))
