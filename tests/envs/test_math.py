@@ -47,6 +47,22 @@ def test_math_reward_reads_the_answer(reply, correct, formatted):
     ("#### \\$12", "12"),
     ("#### 12 dollars.", "12"),
     ("#### 25°C", "25"),
+    ("#### x = 1420", "1420"),  # a label
+    ("#### Answer: 1420", "1420"),
+    ("#### **1420**", "1420"),  # Markdown
+    ("\\boxed{\\text{1420 dollars}}", "1420"),
+    ("\\boxed{1420\\,\\text{cm}}", "1420"),
+    ("\\boxed{\\tfrac12}", "1/2"),
+    ("#### 1\u00a0420", "1420"),  # a no-break space
+    ("#### 1,42,000", "142000"),  # Indian grouping
+    ("#### 1420 km/h", "1420"),
+    ("#### ₹1420", "1420"),
+    ("#### 1.42 million", "1420000"),
+    ("#### 8320萬", "83200000"),
+    ("#### 一千四百二", "1420"),  # the spoken short form
+    ("#### 壹仟肆佰贰拾", "1420"),  # financial numerals
+    ("#### 7。", "7"),
+    ("#### 1420\u200b", "1420"),  # an invisible character
 ])
 def test_legitimate_ways_to_write_the_number_are_right(reply, gold):
     s = math_reward(reply, gold)
@@ -67,7 +83,16 @@ def test_legitimate_ways_to_write_the_number_are_right(reply, gold):
     ("#### 3018 \\to 3108", "3108", "not one number literal"),
     ("#### 3018 \\\\ 3108", "3108", "not one number literal"),
     ("#### 3018 \\dots 3108", "3108", "not one number literal"),
-    ("#### w = 3108", "3108", "not a number literal"),
+    ("#### 3018 = 3108", "3108", "not one number literal"),
+    ("#### 3108 squared", "3108", "not a number literal"),  # words that compute or hedge are not units
+    ("#### 3108 to the power of five", "3108", "not a number literal"),
+    ("#### 3108 or eight hundred thirty", "3108", "not a number literal"),
+    ("#### 3108 roughly", "3108", "not a number literal"),
+    ("#### 3108 dozen", "3108", "not a number literal"),
+    ("#### 约3108", "3108", "not a number literal"),
+    ("#### 3108左右", "3108", "not a number literal"),
+    ("#### ~3108", "3108", "not a number literal"),
+    ("#### 0,3108", "3108", "not one number literal"),  # no leading zero group
     ("#### x=3018 or x=3108", "3108", "not one number literal"),
     ("#### \\begin{pmatrix}3018 & 3108\\end{pmatrix}", "3108", "not one number literal"),
     ("\\boxed{3018 #### 3108}", "3108", "not one number literal"),
@@ -82,6 +107,9 @@ def test_expressions_and_several_values_are_refused_with_a_reason(reply, gold, w
 
 def test_reasoning_blocks_are_not_the_answer():
     assert math_reward("<think>#### 3108</think>\n#### 3018", "3108").reward == pytest.approx(0.1)  # a wrong answer
+    for tag in ("THINK", "Think", "thinking", "reasoning"):
+        assert math_reward(f"<{tag}>#### 3108</{tag}>", "3108").reason == "no answer"
+    assert math_reward("The answer is 1420, so done.", "1420").correct  # the last number, not "1420,"
     assert math_reward("<think>it is 3108\n#### 3108", "3108").reason == "no answer"  # never closed: all reasoning
     assert math_reward("<think>maybe 3018</think>\n#### 3108", "3108").correct
 

@@ -110,6 +110,36 @@ def test_the_agents_query_is_always_a_scored_failure_never_an_env_error():
         assert result.terminated and result.episode.success is False and result.reward == 0.0
 
 
+def _expanding(levels: int) -> str:
+    """A query whose common table expressions double at each level while SQLite prepares it (no VM step runs)."""
+    ctes = ["a0(x) AS (SELECT 1)"] + [f"a{i}(x) AS (SELECT (SELECT x FROM a{i - 1}) + (SELECT x FROM a{i - 1}))"
+                                      for i in range(1, levels + 1)]
+    return "WITH " + ", ".join(ctes) + f" SELECT x FROM a{levels}"
+
+
+LONG_TRIMS = ("WITH RECURSIVE s(x) AS (SELECT 'a' UNION ALL SELECT x || x FROM s WHERE length(x) < 60000), "
+              "t(y) AS (SELECT replace(substr(max(x), 1, 8000), 'a', 'b') || 'a' FROM s) SELECT "
+              + ", ".join(f"length(trim((SELECT max(x) FROM s) || {i}, (SELECT y FROM t)))" for i in range(20)))
+
+
+@pytest.mark.parametrize("query, error", [(_expanding(40), "out of memory"), (LONG_TRIMS, "time limit (2 s)")],
+                         ids=["exponential-prepare", "one-long-call-per-step"])
+def test_what_sqlite_cannot_stop_from_inside_is_stopped_by_the_worker(query, error):
+    """Neither runs a VM step the progress handler could stop at: the worker's memory cap and CPU timer do."""
+    from agentic_rl.envs.sql.worker import worker
+
+    env = make_env("sql")
+    task = env.tasks("eval", 1)[0]
+    env.reset(task)
+    obs = env.step(format_tool_call("run_sql", {"query": query})).observation[0]["content"]
+    assert obs.startswith("error: query failed:") and error in obs
+    result = env.step(query)  # as the answer: a scored failure, not an env error
+    assert result.terminated and result.reward == 0.0 and not result.episode.success
+    env.reset(task)  # the worker that died was replaced: the next query runs
+    assert env.step(task.answer).episode.success
+    assert worker().proc is not None and worker().proc.poll() is None
+
+
 def test_run_sql_caps_each_value_and_the_whole_observation():
     env = make_env("sql")
     env.reset(env.tasks("eval", 1)[0])
@@ -141,7 +171,7 @@ def test_exploit_probes_earn_no_more_than_giving_up_and_leave_the_database_alone
     assert {r["exploit"] for r in rows} >= {"drop_table", "attach_database", "vacuum_into", "load_extension",
                                             "endless_query", "huge_cross_join", "answer_in_text", "whole_table"}
     assert {r["exploit"] for r in rows} >= {"comment_backtracking", "slow_function", "huge_blob", "huge_observation",
-                                            "memory_in_grading"}
+                                            "memory_in_grading", "exponential_prepare", "long_calls_within_a_step"}
     assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 and r["db_unchanged"] and not r["env_error"]
                for r in rows)
     assert next(r for r in rows if r["exploit"] == "answer_in_text")["naive_reward"] == 1.0

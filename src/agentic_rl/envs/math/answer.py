@@ -1,11 +1,13 @@
 """Reading a math answer as one number: the literal forms a person writes for a number, and nothing that computes.
 
 An answer is graded only when it is one number literal; an expression (`26 * 32`), several values (`3108 or 3018`),
-a complex or modular form (`1420i`, `1420 \\pmod{10}`) is refused with a reason, so an agent cannot copy the question
-and let the checker do the arithmetic. Accepted, with units and currency around them: `1420`, `-7`, `1,420`, `1 420`,
-`1\\,420`, `1420.0`, `1/2` and `\\frac{1}{2}` in lowest terms, `1.42e3` and `1.42 \\times 10^3` (mantissa in [1, 10)),
-full-width and other Unicode digits, and Chinese numerals (`一千四百二十`, `两千零五`, `1.2万`). Every step is a
-linear scan or a fullmatch of a pattern without nested repetition, on a bounded input: grading time is bounded too.
+a complex or modular form (`1420i`, `1420 \\pmod{10}`), or words that compute or hedge (`832 squared`, `832 or
+so`) are refused with a reason, so an agent cannot copy the question and let the checker do the arithmetic.
+Accepted: `1420`, `-7`, `1,420`, `1 420`, `1\\,420`, `1,42,000`, `1420.0`, `1/2` and `\\frac{1}{2}` in lowest terms,
+`1.42e3`, `1.42 \\times 10^3` (mantissa in [1, 10)), `1.42 million`, full-width and other Unicode digits, Chinese
+numerals (`一千四百二十`, `两千零五`, `一千四百二`, `1.2万`, `壹仟肆佰贰拾`), with a label (`x =`, `Answer:`),
+Markdown or LaTeX around it, currency and unit words after it. Every step is a linear scan or a fullmatch of a
+pattern without nested repetition, on a bounded input: grading time is bounded too.
 """
 
 from __future__ import annotations
@@ -17,26 +19,45 @@ from fractions import Fraction
 from math import gcd
 
 MAX_ANSWER_CHARS = 80  # a marked answer longer than this is not one number
-REASONING = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
+REASONING = re.compile(r"<(think|thinking|reasoning|reflection)>.*?(?:</\1>|\Z)", re.S | re.I)
+INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
+SPACES = dict.fromkeys(map(ord, "\u00a0\u2009\u202f\u2007\u3000"), " ")
 SIGN = r"[-+]?"
-GROUPED = r"\d{1,3}(?:(?P<sep>,|'| |\\,|\{,\})\d{3})(?:(?P=sep)\d{3})*"  # one separator, groups of three
+GROUPED = (r"[1-9]\d{0,2}(?P<sep>,|'| |\\,|\\;|\\ |\{,\})\d{3}(?:(?P=sep)\d{3})*"  # groups of three, one separator
+           r"|[1-9]\d?(?:,\d\d)+,\d{3}")  # Indian grouping: 1,42,000
 DECIMAL = re.compile(rf"{SIGN}(?:{GROUPED}|\d+)(?:\.\d+)?|{SIGN}\.\d+")
-FRACTION = re.compile(rf"(?P<s>{SIGN})(?:(?P<a>\d+)/(?P<b>\d+)|\\d?frac\{{(?P<c>\d+)\}}\{{(?P<d>\d+)\}})")
-SCIENTIFIC = re.compile(rf"(?P<m>{SIGN}\d(?:\.\d+)?)(?:[eE]|\s*(?:\\times|\\cdot|×|\*|x)\s*10\^)"
-                        r"(?P<e>\{[-+]?\d{1,3}\}|[-+]?\d{1,3})")
-MYRIAD = re.compile(rf"(?P<n>{SIGN}\d+(?:\.\d+)?)(?P<u>[万亿])")
-LATEX_NOISE = re.compile(r"\\[()\[\]]|\$|\\!|\\displaystyle|\\left|\\right|~")
-UNIT_WRAPPER = re.compile(r"\\(?:text|mbox|mathrm|textrm|operatorname)\{([^{}]*)\}")
-NUMERAL_CHARS = "零〇一二两三四五六七八九十百千万亿点负"
-# A unit after the number, word by word: two or more Latin letters (one letter, as in 1420i, is a symbol), a word of
-# another script that holds no numeral (个, 元, 名乘客), a measure word that starts with a numeral character, °, %.
-UNIT_WORD = re.compile(rf"(?:[A-Za-z]{{2,}}|[^\W\d_A-Za-z{NUMERAL_CHARS}]+|千米|千克|°C?|\\?%|\^?\{{?\\circ\}}?)")
-SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
-CURRENCY = re.compile(r"^(?:\\\$|[$¥€£]|USD|RMB)\s*")
-CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-CN_UNITS = {"十": 10, "百": 100, "千": 1000}
-CN_BIG = {"万": 10**4, "亿": 10**8}
-CHINESE = re.compile(r"负?[零〇一二两三四五六七八九十百千万亿]+(?:点[零〇一二三四五六七八九]+)?")
+FRACTION = re.compile(rf"(?P<s>{SIGN})(?:(?P<a>\d+)/(?P<b>\d+)|\\[dt]?frac(?:\{{(?P<c>\d+)\}}\{{(?P<d>\d+)\}}|(?P<e>\d)(?P<f>\d)))")
+E_NOTATION = re.compile(rf"(?P<m>{SIGN}\d+(?:\.\d+)?)[eE](?P<e>[-+]?\d{{1,3}})")
+TIMES_TEN = re.compile(rf"(?P<m>{SIGN}\d(?:\.\d+)?)\s*(?:\\times|\\cdot|×|\*|x)\s*10\^(?P<e>\{{[-+]?\d{{1,3}}\}}|[-+]?\d{{1,3}})")
+SCALED = re.compile(rf"(?P<n>{SIGN}(?:{GROUPED}|\d+)(?:\.\d+)?)\s*(?P<u>[万萬亿億]|hundred|thousand|million|billion|trillion)")
+SCALES = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8, "hundred": 100, "thousand": 10**3, "million": 10**6,
+          "billion": 10**9, "trillion": 10**12}
+LATEX_NOISE = re.compile(r"\\[()\[\]]|\$|\\!|\\displaystyle|\\left|\\right")
+WRAPPER = re.compile(r"\\(?:text|textbf|textrm|textit|mathbf|mathrm|mbox|operatorname|boldsymbol)\s*\{([^{}]*)\}")
+LABEL = re.compile(r"^(?:[A-Za-z]\w{0,15}\s*=|(?:final\s+)?answer\s*(?:is\s*)?[:：]?|答案?\s*[:：是为]?)\s*", re.I)
+CURRENCY = re.compile(r"^(?:\\\$|[$¥￥€£₹]|USD|RMB|EUR|Rs\.?|CNY)\s*")
+CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "两": 2, "兩": 2, "贰": 2, "貳": 2, "三": 3, "叁": 3, "參": 3,
+             "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "陸": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
+             "九": 9, "玖": 9}
+CN_UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
+CN_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
+NUMERAL_CHARS = "".join(CN_DIGITS) + "".join(CN_UNITS) + "".join(CN_BIG) + "点點负負"
+CHINESE = re.compile(rf"[负負]?[{''.join(CN_DIGITS)}{''.join(CN_UNITS)}{''.join(CN_BIG)}]+"
+                     rf"(?:[点點][{''.join(CN_DIGITS)}]+)?")
+# A unit after the number, word by word. A word that computes, hedges or names a number is not a unit: `832
+# squared`, `832 or so`, `832 dozen` are refused rather than read as 832.
+NOT_UNITS = frozenset("""
+    zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+    eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety dozen dozens half halves quarter quarters
+    third thirds score gross plus minus times over divided multiplied mod modulo squared cubed power powers root roots
+    sqrt factorial percent of or nor and approximately approx roughly about around nearly almost maybe perhaps
+    probably possibly likely less more than least most exactly equals equal not no plusminus pm mp
+    hundred hundreds thousand thousands million millions billion billions trillion trillions k
+""".split())  # noqa: SIM905 (a word list reads better as words)
+NOT_CJK_UNITS = ("或", "约", "約", "乘", "加", "减", "減", "除", "次方", "左右", "至", "到", "和", "余", "多", "几", "幾")
+SINGLE_LETTER_UNITS = set("mgshlLKVWAJNCF")
+UNIT_WORD = re.compile(r"[A-Za-z]+(?:[./][A-Za-z]+)*\.?[²³]?|°[CF]?|\\?%|\^?\{?\\circ\}?|[$¥￥€£₹]|"
+                       rf"[^\W\d_A-Za-z{NUMERAL_CHARS}]+|千米|千克")
 
 
 @dataclass(frozen=True)
@@ -48,7 +69,8 @@ class Reading:
 
 
 def strip_reasoning(text: str) -> str:
-    """The reply without its `<think>…</think>` blocks (an unclosed one runs to the end): reasoning is not an answer."""
+    """The reply without its `<think>…</think>` blocks (any case; `<thinking>`, `<reasoning>` too; an unclosed one
+    runs to the end): reasoning is not an answer."""
     return REASONING.sub("", text)
 
 
@@ -59,22 +81,22 @@ def read_number(text: str) -> Reading:
     s = _plain(text)
     if not s:
         return Reading(None, "empty")
-    for reader in (_decimal, _fraction, _scientific, _myriad, _chinese):
+    for reader in (_decimal, _fraction, _e_notation, _times_ten, _scaled, _chinese):
         value = reader(s)
         if value is not None:
             return Reading(value)
-    if len(re.findall(r"\d+", s)) > 1:
+    if len(re.findall(r"\d+", s)) > 1 or (re.search(r"\d", s) and re.search(rf"[{NUMERAL_CHARS}]", s)):
         return Reading(None, f"not one number literal (an expression or several values): {text.strip()!r}")
     return Reading(None, f"not a number literal: {text.strip()!r}")
 
 
 def normalize_digits(text: str) -> str:
     """Any Unicode decimal digit (full-width ３, Arabic-Indic ٣, …) as its ASCII digit; full-width signs and
-    punctuation as ASCII; the minus sign − as -."""
+    punctuation as ASCII; the minus sign − as -; invisible characters dropped; special spaces as spaces."""
     out = []
-    for ch in text:
-        if "０" <= ch <= "～" or ch == "　":  # the full-width block: ０-９, ＋, －, ，, ．, ＄ …
-            ch = " " if ch == "　" else chr(ord(ch) - 0xFEE0)
+    for ch in text.translate(INVISIBLE).translate(SPACES):
+        if "！" <= ch <= "～":  # the full-width block: ０-９, ＋, －, ，, ．, ＄ …
+            ch = chr(ord(ch) - 0xFEE0)
         elif ch in "−–":
             ch = "-"
         elif not ch.isascii() and unicodedata.category(ch) == "Nd":
@@ -84,51 +106,74 @@ def normalize_digits(text: str) -> str:
 
 
 def _plain(text: str) -> str:
-    """The literal alone: digits normalized, LaTeX delimiters, currency, units and a final period removed."""
-    s = normalize_digits(text).strip().replace("\\$", "")  # \$ is a dollar sign in LaTeX
-    s = LATEX_NOISE.sub("", s).strip()
-    s = UNIT_WRAPPER.sub(lambda m: m.group(1) if re.fullmatch(r"[^\W\d_]*(?:\s+[^\W\d_]+)*\s*", m.group(1)) else
-                         m.group(0), s)
-    s = CURRENCY.sub("", s).rstrip(". ")
-    s = _without_unit(s)
-    s = re.sub(r"10([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)$", lambda m: "10^" + m.group(1).translate(SUPERSCRIPT), s.strip())
-    return s.strip()
+    """The literal alone: digits normalized; Markdown, LaTeX delimiters and wrappers, a label, currency, units and
+    a final period removed."""
+    s = normalize_digits(text).strip().strip("*_`").strip()
+    s = s.replace("\\$", "$")  # \$ is a dollar sign in LaTeX
+    s = LATEX_NOISE.sub("", s)
+    s = WRAPPER.sub(lambda m: m.group(1), s).strip()
+    s = re.sub(r"\\[,; ](?!\d)", " ", s)  # LaTeX's small spaces before a unit (a separator between digits stays)
+    s = LABEL.sub("", s, count=1)
+    s = CURRENCY.sub("", s).rstrip(".。 ")
+    s = re.sub(r"10([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)", lambda m: "10^" + m.group(1).translate(SUPERSCRIPT), s)  # 1.42×10³
+    return _without_unit(s).strip()
+
+
+SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 
 def _without_unit(s: str) -> str:
-    """`s` without the unit words after its number (`12 apples`, `1420元`, `5千米`, `25%`), if they are all units."""
+    """`s` without the unit words after its number (`12 apples`, `1420元`, `5千米`, `25%`, `1420 km/h`, `1.42
+    million dollars` keeps `million`): words are dropped from the end while they are units."""
     end = len(s)
     for measure in ("千米", "千克"):  # their first character is a numeral, so the scan below would stop inside them
         end -= len(measure) if s.endswith(measure) else 0
     start = end
-    while start > 0 and (s[start - 1] in " \t°%\\{}^" or (s[start - 1].isalpha() and s[start - 1] not in NUMERAL_CHARS)):
+    while start > 0 and (s[start - 1] in " \t°%\\{}^/.²³$¥￥€£₹" or (s[start - 1].isalpha()
+                                                                    and s[start - 1] not in NUMERAL_CHARS)):
         start -= 1
-    words = s[start:].split()
-    if start == 0 or not words or not all(UNIT_WORD.fullmatch(w) for w in words):
+    if start == 0:
         return s
-    return s[:start]
+    cut = len(s)
+    for word in reversed(list(re.finditer(r"\S+", s[start:]))):
+        if not _is_unit(word.group()):
+            break
+        cut = start + word.start()
+    return s[:cut]
+
+
+def _is_unit(word: str) -> bool:
+    if not UNIT_WORD.fullmatch(word) or word.lower().strip(".") in NOT_UNITS or any(w in word for w in NOT_CJK_UNITS):
+        return False
+    if re.fullmatch(r"[A-Za-z]\.?[²³]?", word):  # 1420i is a complex number, 1420 m a length
+        return word[0] in SINGLE_LETTER_UNITS
+    return True
 
 
 def _decimal(s: str) -> Fraction | None:
-    m = DECIMAL.fullmatch(s)
-    if not m:
+    if not DECIMAL.fullmatch(s):
         return None
-    digits = re.sub(r"\\,|\{,\}|[, ']", "", s)
-    return Fraction(digits)
+    return Fraction(re.sub(r"\\[,; ]|\{,\}|[, ']", "", s))
 
 
 def _fraction(s: str) -> Fraction | None:
     m = FRACTION.fullmatch(s)
     if not m:
         return None
-    a, b = int(m.group("a") or m.group("c")), int(m.group("b") or m.group("d"))
+    a = int(m.group("a") or m.group("c") or m.group("e"))
+    b = int(m.group("b") or m.group("d") or m.group("f"))
     if b < 2 or gcd(a, b) != 1:  # 52/2 or 26/1 is a division to carry out, not a fraction's literal
         return None
     return Fraction(-a if m.group("s") == "-" else a, b)
 
 
-def _scientific(s: str) -> Fraction | None:
-    m = SCIENTIFIC.fullmatch(s)
+def _e_notation(s: str) -> Fraction | None:
+    m = E_NOTATION.fullmatch(s)
+    return Fraction(m.group("m")) * Fraction(10) ** int(m.group("e")) if m else None
+
+
+def _times_ten(s: str) -> Fraction | None:
+    m = TIMES_TEN.fullmatch(s)
     if not m:
         return None
     mantissa = Fraction(m.group("m"))
@@ -137,19 +182,21 @@ def _scientific(s: str) -> Fraction | None:
     return mantissa * Fraction(10) ** int(m.group("e").strip("{}"))
 
 
-def _myriad(s: str) -> Fraction | None:
-    m = MYRIAD.fullmatch(s)
-    return Fraction(m.group("n")) * CN_BIG[m.group("u")] if m else None
+def _scaled(s: str) -> Fraction | None:
+    """1.2万, 1.42 million, 3 thousand."""
+    m = SCALED.fullmatch(s)
+    return _decimal(m.group("n")) * SCALES[m.group("u")] if m else None  # type: ignore[operator]
 
 
 def _chinese(s: str) -> Fraction | None:
-    """一千四百二十 → 1420, 两千零五 → 2005, 十二 → 12, 一亿五千万 → 150000000, 三点五 → 3.5, 负七 → -7."""
+    """一千四百二十 → 1420, 两千零五 → 2005, 十二 → 12, 一千四百二 → 1420 (the spoken short form), 一亿五千万 →
+    150000000, 三点五 → 3.5, 负七 → -7; financial numerals (壹仟肆佰贰拾) and traditional characters too."""
     if not CHINESE.fullmatch(s):
         return None
-    negative, s = s.startswith("负"), s.removeprefix("负")
-    whole, _, frac = s.partition("点")
+    negative, s = s[0] in "负負", s.lstrip("负負")
+    whole, _, frac = s.replace("點", "点").partition("点")
     yi = wan = section = 0
-    digit, prev = 0, ""
+    digit, prev, last_unit = 0, "", 0
     for ch in whole:
         if ch in CN_DIGITS:
             if prev == "digit":
@@ -157,13 +204,15 @@ def _chinese(s: str) -> Fraction | None:
             digit, prev = CN_DIGITS[ch], "digit" if CN_DIGITS[ch] else "zero"
         elif ch in CN_UNITS:
             section += (digit if prev == "digit" else 1) * CN_UNITS[ch]
-            digit, prev = 0, "unit"
-        elif ch == "万":
+            digit, prev, last_unit = 0, "unit", CN_UNITS[ch]
+        elif CN_BIG[ch] == 10**4:
             wan += (section + digit) * 10**4
-            section, digit, prev = 0, 0, "unit"
+            section, digit, prev, last_unit = 0, 0, "unit", 10**4
         else:  # 亿 scales all that came before it
             yi = (yi + wan + section + digit) * 10**8
-            wan, section, digit, prev = 0, 0, 0, "unit"
+            wan, section, digit, prev, last_unit = 0, 0, 0, "unit", 10**8
+    if prev == "digit" and len(whole) >= 2 and whole[-2] in {**CN_UNITS, **CN_BIG} and last_unit >= 100:
+        digit *= last_unit // 10  # 一千四百二: the last digit counts in the unit below the one before it
     value = Fraction(yi + wan + section + digit)
     if frac:
         value += Fraction(int("".join(str(CN_DIGITS[c]) for c in frac)), 10 ** len(frac))

@@ -20,7 +20,7 @@ from fractions import Fraction
 from .answer import normalize_digits, read_number, strip_reasoning
 
 MAX_NUMBERS = 24  # an unmarked reply with more numbers than this is a list of guesses, not working
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 MARKED = re.compile(r"####[ \t]*([^\n]*)|\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 

@@ -6,7 +6,7 @@ statement that must be a SELECT (or WITH / VALUES), an authorizer that allows on
 functions (no ATTACH, PRAGMA, writes, `load_extension` or `printf`), SQLite's own limits on the size of any value, of the query and of a LIKE pattern, a
 CPU-time limit checked every PROGRESS_STEPS virtual-machine steps (a wall-clock backstop at WALL_FACTOR times it),
 and caps on the rows and bytes read back. Every check on the agent's text is a linear scan: no regular expression
-that can backtrack.
+that can backtrack. The agent's queries run this in a worker process (`worker.py`), which stops what these cannot.
 """
 
 from __future__ import annotations

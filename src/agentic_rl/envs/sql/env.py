@@ -2,7 +2,8 @@
 
 Each task has its own database, generated from the task's seed (`db.py`), a question and a gold query. Tools:
 `list_tables`, `describe_table`, `run_sql` (at most MAX_ROWS rows shown); the final answer is a query. Every agent
-query runs guarded (`db.run_query`) on a read-only file; the reward is computed on the trusted side, on a pristine
+query runs guarded (`db.run_query`) in a worker process (`worker.py`) on a read-only file; the reward is computed on
+the trusted side, on a pristine
 copy built in memory from the seed:
     r = 1[the answer's result set equals the gold's] − INVALID_COST × (turns that fail to parse)
 compared as multisets (in order when the question asks for one), numbers to 1e-6.
@@ -27,6 +28,7 @@ from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tas
 from ..tool_env import Score, ToolEnv
 from . import db
 from .questions import QUESTIONS
+from .worker import QueryError, worker
 
 MAX_ROWS = 20
 FENCE_LANGUAGES = ("", "sql", "sqlite", "sqlite3")  # what may follow ``` on a fenced answer's first line
@@ -134,7 +136,7 @@ class SQLEnv(ToolEnv):
         Args:
             query: One SELECT statement, for example "SELECT COUNT(*) FROM orders".
         """
-        cols, rows = self._query(query)
+        cols, rows = self._query(query, agent=True)
         lines = [" | ".join(map(_cell, cols)), *(" | ".join(map(_cell, r)) for r in rows[:MAX_ROWS])]
         more = f"\n(more than {MAX_ROWS} rows; only the first {MAX_ROWS} shown)" if len(rows) > MAX_ROWS else ""
         text = "\n".join(lines)
@@ -142,10 +144,13 @@ class SQLEnv(ToolEnv):
             text = text[:MAX_OBSERVATION_CHARS] + f"\n(output cut at {MAX_OBSERVATION_CHARS} characters)"
         return text + more
 
-    def _query(self, sql: str) -> tuple[list[str], list[tuple]]:
+    def _query(self, sql: str, agent: bool = False) -> tuple[list[str], list[tuple]]:
+        """Our own queries run here; the agent's in the worker process."""
         try:
+            if agent:
+                return worker().run(sql, SECONDS, MAX_ROWS, path=self.db_path)
             return db.run_query(self._conn, sql, SECONDS, MAX_ROWS)
-        except (sqlite3.Error, ValueError) as e:
+        except (sqlite3.Error, ValueError, QueryError) as e:
             raise ToolError(f"query failed: {e}") from None
 
     # -- the episode --
@@ -163,13 +168,13 @@ class SQLEnv(ToolEnv):
         pristine = db.open_guarded(None, task.get("db_seed"))
         try:
             want = db.run_query(pristine, task.answer, SECONDS, 10**5)[1]
-            # one row more than the gold has is enough to know the answer is wrong, and bounds what is read
-            got = db.run_query(pristine, query, SECONDS, len(want))[1]
-            ok = same_results(got, want, task.get("ordered"))
-        except (sqlite3.Error, ValueError):  # anything the agent's query causes is a wrong answer, never a crash
-            ok = False
         finally:
             pristine.close()
+        try:  # one row more than the gold has is enough to know the answer is wrong, and bounds what is read
+            got = worker().run(query, SECONDS, len(want), seed=task.get("db_seed"))[1]
+            ok = same_results(got, want, task.get("ordered"))
+        except QueryError:  # anything the agent's query causes is a wrong answer, never a crash
+            ok = False
         return Score(float(ok), ok, not query)
 
     def turn_reward(self, task: Task, turn: TurnRecord) -> float:
