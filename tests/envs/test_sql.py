@@ -124,8 +124,9 @@ LONG_TRIMS = ("WITH RECURSIVE s(x) AS (SELECT 'a' UNION ALL SELECT x || x FROM s
 
 @pytest.mark.parametrize("query, error", [(_expanding(40), "out of memory"), (LONG_TRIMS, "time limit (2 s)")],
                          ids=["exponential-prepare", "one-long-call-per-step"])
-def test_what_sqlite_cannot_stop_from_inside_is_stopped_by_the_worker(query, error):
-    """Neither runs a VM step the progress handler could stop at: the worker's memory cap and CPU timer do."""
+def test_what_sqlite_cannot_stop_from_inside_is_stopped_by_the_worker(query, error, busy_cores):
+    """Neither runs a VM step the progress handler could stop at: the worker's memory cap and CPU timer do, with the
+    same observation on a busy machine."""
     from agentic_rl.envs.sql.worker import worker
 
     env = make_env("sql")
@@ -133,6 +134,9 @@ def test_what_sqlite_cannot_stop_from_inside_is_stopped_by_the_worker(query, err
     env.reset(task)
     obs = env.step(format_tool_call("run_sql", {"query": query})).observation[0]["content"]
     assert obs.startswith("error: query failed:") and error in obs
+    with busy_cores():
+        env.reset(task)
+        assert env.step(format_tool_call("run_sql", {"query": query})).observation[0]["content"] == obs
     result = env.step(query)  # as the answer: a scored failure, not an env error
     assert result.terminated and result.reward == 0.0 and not result.episode.success
     env.reset(task)  # the worker that died was replaced: the next query runs

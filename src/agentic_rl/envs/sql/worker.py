@@ -27,8 +27,12 @@ from typing import Any
 from . import db
 
 DB_PATH = str(Path(__file__).with_name("db.py"))
-MEMORY_BYTES = 1 << 30  # the worker's address space: a query that would need more fails with "out of memory"
+# The worker's address space: a query that would need more fails with "out of memory". Small enough that a query
+# growing its memory meets this cap well before its CPU timer (~1 s of CPU against 2.25 s), so the same query gets
+# the same message however busy the machine is.
+MEMORY_BYTES = 512 << 20
 TEMP_FILE_BYTES = 256 << 20  # the largest temporary file a sort may write
+BACKSTOP_FACTOR = 10.0  # the trainer waits at most this many times a query's limit for its reply
 START_SECONDS = 10.0  # how long a new worker may take to answer its first request (imports, a loaded machine)
 WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -97,7 +101,8 @@ class QueryWorker:
             req = {"id": self._next_id, "path": None if path is None else str(path), "seed": seed, "sql": sql,
                    "seconds": seconds, "max_rows": max_rows, "max_bytes": max_bytes}
             started = self.proc is None or self.proc.poll() is not None
-            reply = self._exchange(req, db.WALL_FACTOR * seconds + 1.0 + (START_SECONDS if started else 0.0))
+            # the backstop for a worker that stops answering: generous, since the worker's own CPU timer decides
+            reply = self._exchange(req, BACKSTOP_FACTOR * seconds + (START_SECONDS if started else 0.0))
         if reply is None:  # the worker died (its CPU timer, memory) or overran the wall-clock backstop
             raise QueryError(f"the query ran past its time limit ({seconds:g} s)")
         if "error" in reply:
