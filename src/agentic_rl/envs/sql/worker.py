@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import db
-
 DB_PATH = str(Path(__file__).with_name("db.py"))
 # The worker's address space: a query that would need more fails with "out of memory". Small enough that a query
 # growing its memory meets this cap well before its CPU timer (~1 s of CPU against 2.25 s), so the same query gets
