@@ -63,6 +63,18 @@ def test_math_reward_reads_the_answer(reply, correct, formatted):
     ("#### 壹仟肆佰贰拾", "1420"),  # financial numerals
     ("#### 7。", "7"),
     ("#### 1420\u200b", "1420"),  # an invisible character
+    ("#### \\boxed{1420}", "1420"),
+    ("#### The answer is 1420", "1420"),
+    ("#### **Answer:** 1420", "1420"),
+    ("#### 一共1420条腿", "1420"),
+    ("#### 还剩1420页", "1420"),
+    ("#### 1420（条）", "1420"),
+    ("#### 1420 cm^2", "1420"),
+    ("\\boxed{1420~\\text{cm}}", "1420"),
+    ("#### 1420!", "1420"),
+    ("#### US$1420", "1420"),
+    ("#### 1.42·10^3", "1420"),
+    ("\\boxed {1420}", "1420"),
 ])
 def test_legitimate_ways_to_write_the_number_are_right(reply, gold):
     s = math_reward(reply, gold)
@@ -93,6 +105,15 @@ def test_legitimate_ways_to_write_the_number_are_right(reply, gold):
     ("#### 3108左右", "3108", "not a number literal"),
     ("#### ~3108", "3108", "not a number literal"),
     ("#### 0,3108", "3108", "not one number literal"),  # no leading zero group
+    ("#### 二百六十三百二十", "580", "not a number literal"),  # 260 and 320 side by side: the checker must not add
+    ("#### 二万三万", "50000", "not a number literal"),
+    ("#### 十十十", "30", "not a number literal"),
+    ("#### 3108ish", "3108", "not a number literal"),
+    ("#### 3108 tops", "3108", "not a number literal"),
+    ("#### 3108 is wrong", "3108", "not a number literal"),
+    ("It is 3018, or maybe 3108.", "3108", "several numbers"),  # unmarked: the last line holds one number or none
+    ("26 x 32 = 832? not sure", "832", "several numbers"),
+    ("maybe \\boxed{3108}</think>", "3108", "no answer"),  # the prompt opened the reasoning block
     ("#### x=3018 or x=3108", "3108", "not one number literal"),
     ("#### \\begin{pmatrix}3018 & 3108\\end{pmatrix}", "3108", "not one number literal"),
     ("\\boxed{3018 #### 3108}", "3108", "not one number literal"),

@@ -20,6 +20,7 @@ from math import gcd
 
 MAX_ANSWER_CHARS = 80  # a marked answer longer than this is not one number
 REASONING = re.compile(r"<(think|thinking|reasoning|reflection)>.*?(?:</\1>|\Z)", re.S | re.I)
+CLOSING = re.compile(r"</(?:think|thinking|reasoning|reflection)>", re.I)
 INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"))
 SPACES = dict.fromkeys(map(ord, "\u00a0\u2009\u202f\u2007\u3000"), " ")
 SIGN = r"[-+]?"
@@ -28,14 +29,15 @@ GROUPED = (r"[1-9]\d{0,2}(?P<sep>,|'| |\\,|\\;|\\ |\{,\})\d{3}(?:(?P=sep)\d{3})*
 DECIMAL = re.compile(rf"{SIGN}(?:{GROUPED}|\d+)(?:\.\d+)?|{SIGN}\.\d+")
 FRACTION = re.compile(rf"(?P<s>{SIGN})(?:(?P<a>\d+)/(?P<b>\d+)|\\[dt]?frac(?:\{{(?P<c>\d+)\}}\{{(?P<d>\d+)\}}|(?P<e>\d)(?P<f>\d)))")
 E_NOTATION = re.compile(rf"(?P<m>{SIGN}\d+(?:\.\d+)?)[eE](?P<e>[-+]?\d{{1,3}})")
-TIMES_TEN = re.compile(rf"(?P<m>{SIGN}\d(?:\.\d+)?)\s*(?:\\times|\\cdot|×|\*|x)\s*10\^(?P<e>\{{[-+]?\d{{1,3}}\}}|[-+]?\d{{1,3}})")
-SCALED = re.compile(rf"(?P<n>{SIGN}(?:{GROUPED}|\d+)(?:\.\d+)?)\s*(?P<u>[万萬亿億]|hundred|thousand|million|billion|trillion)")
-SCALES = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8, "hundred": 100, "thousand": 10**3, "million": 10**6,
+TIMES_TEN = re.compile(rf"(?P<m>{SIGN}\d(?:\.\d+)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\^(?P<e>\{{[-+]?\d{{1,3}}\}}|[-+]?\d{{1,3}})")
+SCALED = re.compile(rf"(?P<n>{SIGN}(?:{GROUPED}|\d+)(?:\.\d+)?)\s*(?P<u>[千万萬亿億]|hundred|thousand|million|billion|trillion)")
+SCALES = {"千": 10**3, "万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8, "hundred": 100, "thousand": 10**3, "million": 10**6,
           "billion": 10**9, "trillion": 10**12}
 LATEX_NOISE = re.compile(r"\\[()\[\]]|\$|\\!|\\displaystyle|\\left|\\right")
-WRAPPER = re.compile(r"\\(?:text|textbf|textrm|textit|mathbf|mathrm|mbox|operatorname|boldsymbol)\s*\{([^{}]*)\}")
-LABEL = re.compile(r"^(?:[A-Za-z]\w{0,15}\s*=|(?:final\s+)?answer\s*(?:is\s*)?[:：]?|答案?\s*[:：是为]?)\s*", re.I)
-CURRENCY = re.compile(r"^(?:\\\$|[$¥￥€£₹]|USD|RMB|EUR|Rs\.?|CNY)\s*")
+WRAPPER = re.compile(r"\\(?:text|textbf|textrm|textit|mathbf|mathrm|mbox|operatorname|boldsymbol|boxed)\s*\{([^{}]*)\}")
+LABEL = re.compile(r"^(?:=|[A-Za-z]\w{0,15}\s*=|(?:the\s+)?(?:final\s+)?(?:answer|total|result|sum)\s*(?:is\s*)?[:：=]?"
+                   r"|(?:答案|答|结果|一共|总共|共有|共|合计|等于|还剩|剩下|剩)\s*(?:是|为|有)?\s*[:：]?)\s*", re.I)
+CURRENCY = re.compile(r"^(?:US\s?\$|\\\$|[$¥￥€£₹]|USD|RMB|EUR|Rs\.?|CNY)\s*")
 CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "壹": 1, "二": 2, "两": 2, "兩": 2, "贰": 2, "貳": 2, "三": 3, "叁": 3, "參": 3,
              "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "陸": 6, "七": 7, "柒": 7, "八": 8, "捌": 8,
              "九": 9, "玖": 9}
@@ -50,7 +52,8 @@ NOT_UNITS = frozenset("""
     zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
     eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety dozen dozens half halves quarter quarters
     third thirds score gross plus minus times over divided multiplied mod modulo squared cubed power powers root roots
-    sqrt factorial percent of or nor and approximately approx roughly about around nearly almost maybe perhaps
+    sqrt factorial of or nor and approximately approx roughly about around nearly almost maybe perhaps ish odd
+    something max maximum min minimum tops top guess guessed wrong right is was are be estimate estimated
     probably possibly likely less more than least most exactly equals equal not no plusminus pm mp
     hundred hundreds thousand thousands million millions billion billions trillion trillions k
 """.split())  # noqa: SIM905 (a word list reads better as words)
@@ -70,8 +73,11 @@ class Reading:
 
 def strip_reasoning(text: str) -> str:
     """The reply without its `<think>…</think>` blocks (any case; `<thinking>`, `<reasoning>` too; an unclosed one
-    runs to the end): reasoning is not an answer."""
-    return REASONING.sub("", text)
+    runs to the end), and without everything before a closing tag whose opening tag the prompt wrote: reasoning is
+    not an answer."""
+    text = REASONING.sub("", text)
+    closing = CLOSING.findall(text)
+    return text[text.lower().rindex(closing[-1].lower()) + len(closing[-1]):] if closing else text
 
 
 def read_number(text: str) -> Reading:
@@ -109,12 +115,15 @@ def _plain(text: str) -> str:
     """The literal alone: digits normalized; Markdown, LaTeX delimiters and wrappers, a label, currency, units and
     a final period removed."""
     s = normalize_digits(text).strip().strip("*_`").strip()
-    s = s.replace("\\$", "$")  # \$ is a dollar sign in LaTeX
+    s = s.replace("\\$", "$").replace("US$", "$")  # \$ is a dollar sign in LaTeX
+    s = re.sub(r"~(?=\\?[A-Za-z])", " ", s)  # LaTeX's tie before a unit (a leading ~ means "about": refused)
     s = LATEX_NOISE.sub("", s)
     s = WRAPPER.sub(lambda m: m.group(1), s).strip()
     s = re.sub(r"\\[,; ](?!\d)", " ", s)  # LaTeX's small spaces before a unit (a separator between digits stays)
-    s = LABEL.sub("", s, count=1)
-    s = CURRENCY.sub("", s).rstrip(".。 ")
+    s = LABEL.sub("", s.replace("**", ""), count=1)
+    s = CURRENCY.sub("", s).rstrip(".。,，!！;； ")
+    # cm^2, 1420 m2 → cm², m² (not 1.42e3: the letter must be a word's, not a digit's neighbour)
+    s = re.sub(r"(?:(?<=[A-Za-z]{2})|(?<=\s[A-Za-z]))\^?\{?([23])\}?(?!\d)", lambda m: "²³"[int(m.group(1)) - 2], s)
     s = re.sub(r"10([⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)", lambda m: "10^" + m.group(1).translate(SUPERSCRIPT), s)  # 1.42×10³
     return _without_unit(s).strip()
 
@@ -129,7 +138,7 @@ def _without_unit(s: str) -> str:
     for measure in ("千米", "千克"):  # their first character is a numeral, so the scan below would stop inside them
         end -= len(measure) if s.endswith(measure) else 0
     start = end
-    while start > 0 and (s[start - 1] in " \t°%\\{}^/.²³$¥￥€£₹" or (s[start - 1].isalpha()
+    while start > 0 and (s[start - 1] in " \t°%\\{}^/.²³$¥￥€£₹()（）" or (s[start - 1].isalpha()
                                                                     and s[start - 1] not in NUMERAL_CHARS)):
         start -= 1
     if start == 0:
@@ -143,6 +152,7 @@ def _without_unit(s: str) -> str:
 
 
 def _is_unit(word: str) -> bool:
+    word = word.strip("()（）") or "()"
     if not UNIT_WORD.fullmatch(word) or word.lower().strip(".") in NOT_UNITS or any(w in word for w in NOT_CJK_UNITS):
         return False
     if re.fullmatch(r"[A-Za-z]\.?[²³]?", word):  # 1420i is a complex number, 1420 m a length
@@ -196,21 +206,27 @@ def _chinese(s: str) -> Fraction | None:
     negative, s = s[0] in "负負", s.lstrip("负負")
     whole, _, frac = s.replace("點", "点").partition("点")
     yi = wan = section = 0
-    digit, prev, last_unit = 0, "", 0
+    digit, prev, last_unit, small = 0, "", 0, 10**5  # small: the last of 十百千 in this section
     for ch in whole:
         if ch in CN_DIGITS:
             if prev == "digit":
                 return None  # 一二 or 二零: digit after digit is read digit by digit, not as a number here
             digit, prev = CN_DIGITS[ch], "digit" if CN_DIGITS[ch] else "zero"
         elif ch in CN_UNITS:
+            if CN_UNITS[ch] >= small:
+                return None  # 二十三十, 百百: numbers written side by side, not one number
             section += (digit if prev == "digit" else 1) * CN_UNITS[ch]
-            digit, prev, last_unit = 0, "unit", CN_UNITS[ch]
+            digit, prev, last_unit, small = 0, "unit", CN_UNITS[ch], CN_UNITS[ch]
         elif CN_BIG[ch] == 10**4:
-            wan += (section + digit) * 10**4
-            section, digit, prev, last_unit = 0, 0, "unit", 10**4
+            if section + digit == 0 or wan:
+                return None  # 万 alone, or 二万三万
+            wan = (section + digit) * 10**4
+            section, digit, prev, last_unit, small = 0, 0, "unit", 10**4, 10**5
         else:  # 亿 scales all that came before it
+            if wan + section + digit == 0:
+                return None
             yi = (yi + wan + section + digit) * 10**8
-            wan, section, digit, prev, last_unit = 0, 0, 0, "unit", 10**8
+            wan, section, digit, prev, last_unit, small = 0, 0, 0, "unit", 10**8, 10**5
     if prev == "digit" and len(whole) >= 2 and whole[-2] in {**CN_UNITS, **CN_BIG} and last_unit >= 100:
         digit *= last_unit // 10  # 一千四百二: the last digit counts in the unit below the one before it
     value = Fraction(yi + wan + section + digit)

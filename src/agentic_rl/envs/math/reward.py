@@ -4,7 +4,8 @@ guards against answers that hedge or make the checker compute.
     reward = 1[correct] + format_weight × 1[formatted] − length_penalty × min(1, overflow / max_chars)
 
 Reasoning blocks (`<think>…</think>`) are dropped first. The answer is what each `#### N` line and `\\boxed{N}`
-marks; without a marker, the reply's last number. A marked answer counts only when it is one number literal
+marks; without a marker, the reply's last number, which must be the only number on its line. A marked answer
+counts only when it is one number literal
 (`answer.read_number`: `1,420`, `1 420`, `\\frac{1}{2}`, `1.42e3`, `一千四百二十`, with units): an expression
 (`26 * 32`, which a lenient checker would evaluate, so copying the question would pay), several values, a complex or
 modular form, or markers that disagree earn 0 for both terms; so does an unmarked reply listing more than
@@ -21,7 +22,7 @@ from .answer import normalize_digits, read_number, strip_reasoning
 
 MAX_NUMBERS = 24  # an unmarked reply with more numbers than this is a list of guesses, not working
 NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
-MARKED = re.compile(r"####[ \t]*([^\n]*)|\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+MARKED = re.compile(r"####[ \t]*([^\n]*)|\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ def math_reward(reply: str, gold: str, format_weight: float = 0.1, length_penalt
             return nothing(f"answer spam: {len(numbers)} numbers and no marked answer")
         if not numbers:
             return nothing("no answer")
+        last_line = next(line for line in reversed(text.splitlines()) if NUMBER.search(line))
+        if len(NUMBER.findall(last_line)) > 1:  # "3018, or maybe 3108": the answer must be one number there too
+            return nothing(f"no marked answer, and the last line holds several numbers: {last_line.strip()[:80]!r}")
         answer, value, formatted = numbers[-1], read_number(numbers[-1]).value, False
     correct = value is not None and value == gold_value(gold)
     return MathScore(float(correct) + format_weight * formatted - cost, correct, formatted, answer)

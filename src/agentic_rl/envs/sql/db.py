@@ -100,9 +100,9 @@ def open_guarded(path: Path | None, seed: int | None = None) -> sqlite3.Connecti
     """A read-only connection to the database file at `path`, or (trusted side) to a pristine in-memory copy built
     from `seed`; either way with the authorizer installed and no databases attachable."""
     if path is not None:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, cached_statements=0)
+    else:  # no statement cache: a cached statement of a query that expanded as it was prepared pins its memory
+        conn = sqlite3.connect(":memory:", check_same_thread=False, cached_statements=0)
         build(conn, seed)  # type: ignore[arg-type]
     conn.execute("PRAGMA query_only = ON")
     if hasattr(conn, "setlimit"):  # Python ≥ 3.11; before it, the authorizer refuses ATTACH and the caps below hold
