@@ -1,4 +1,7 @@
+import json
+import tempfile
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +152,28 @@ def test_tasks_can_be_drawn_during_an_episode(name):
     env.reset(task)
     assert env.tasks("eval", 1) == [task] and env.task_by_id(task.id) == task
     env.close()
+
+
+class ParallelToolUse(ToolUseEnv):
+    max_calls = 3  # tool_use's tools, with parallel calls allowed
+
+
+def test_a_turn_of_parallel_calls_runs_each_and_answers_each():
+    from agentic_rl.policies import ScriptPolicy
+    from agentic_rl.runtime.rollout import run_episodes
+
+    env = ParallelToolUse(fault_rate=0.0)
+    task = next(t for t in env.tasks("eval", 50) if t.kind == "weather")
+    env.reset(task)
+    calls = [("get_weather", {"city": "Paris"}), ("calculator", {"expression": "2 + 3"})]
+    result = env.step("".join(format_tool_call(n, a) for n, a in calls))
+    assert [o["name"] for o in result.observation] == ["get_weather", "calculator"]
+    assert result.observation[1]["content"] == "5" and result.turn.calls == 2 and not result.turn.fault
+    assert env.step(format_tool_call("search", {"query": "x"}) * 4).turn.parse_error == "multiple_calls"
+    # through the agent loop: one assistant message with both calls, then one tool message per call
+    script = Path(tempfile.mkdtemp()) / "script.json"
+    script.write_text(json.dumps(["".join(format_tool_call(n, a) for n, a in calls), "done"]))
+    t = run_episodes(partial(ParallelToolUse, fault_rate=0.0), [task], ScriptPolicy(script))[0]
+    assert [c["function"]["name"] for c in t.messages[2]["tool_calls"]] == ["get_weather", "calculator"]
+    assert [m["role"] for m in t.messages[3:5]] == ["tool", "tool"] and t.n_tool_calls == 2
+    assert t.info["tool_calls"] == 2 and t.info["turn_info"][0]["calls"] == 2

@@ -4,7 +4,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentic_rl.envs.tool_use import ToolUseEnv
-from agentic_rl.runtime.parsing import FinalAnswer, ParseError, ToolCall, format_tool_call, parse_turn
+from agentic_rl.runtime.parsing import (
+    FinalAnswer,
+    ParallelCalls,
+    ParseError,
+    ToolCall,
+    calls_of,
+    format_tool_call,
+    message_calls,
+    message_text,
+    parse_turn,
+)
 
 TOOLS = ToolUseEnv().tools
 
@@ -31,6 +41,26 @@ def test_each_case_is_a_typed_result():
     assert kind("Let me check. " + format_tool_call("search", {"query": "a"})) == "text_around_call"
     assert kind('<tool_call>{"name": "search"') == "unbalanced_tags"
     assert kind("</tool_call><tool_call>") == "unbalanced_tags"
+
+
+def test_parallel_calls_where_the_env_takes_them():
+    a, b = format_tool_call("search", {"query": "a"}), format_tool_call("calculator", {"expression": "1 + 1"})
+    both = ParallelCalls((ToolCall("search", {"query": "a"}), ToolCall("calculator", {"expression": "1 + 1"})))
+    assert parse_turn(a + b, TOOLS, max_calls=4) == both
+    assert parse_turn(f" {a}\n\n{b}\n", TOOLS, max_calls=4) == both  # whitespace between the blocks
+    assert parse_turn(a, TOOLS, max_calls=4) == ToolCall("search", {"query": "a"})  # one call is a ToolCall
+    assert calls_of(both) == [("search", {"query": "a"}), ("calculator", {"expression": "1 + 1"})]
+    r = parse_turn(a * 5, TOOLS, max_calls=4)
+    assert isinstance(r, ParseError) and r.kind == "multiple_calls" and "at most 4" in r.message
+    assert parse_turn(a + " and " + b, TOOLS, max_calls=4).kind == "text_around_call"
+    bad = parse_turn(a + '<tool_call>{"name": "fly", "arguments": {}}</tool_call>', TOOLS, max_calls=4)
+    assert bad.kind == "unknown_tool"  # one bad call makes the whole turn an error: nothing of it runs
+    assert parse_turn(b + "</tool_call><tool_call>" + a, TOOLS, max_calls=4).kind == "unbalanced_tags"
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "search", "arguments": {"query": "a"}}},
+        {"type": "function", "function": {"name": "calculator", "arguments": '{"expression": "1 + 1"}'}}]}
+    assert message_calls(message) == calls_of(both) and message_text(message) == a + b
+    assert message_calls({"role": "assistant", "content": a + b}) == calls_of(both)  # raw text, parsed
 
 
 def test_error_messages_say_what_is_valid():

@@ -48,6 +48,28 @@ def test_the_tiny_template_renders_a_call_as_format_tool_call(tiny_dir):
     assert text == "<|im_start|>assistant\n" + format_tool_call("get_weather", {"city": "北京"}) + "<|im_end|>\n"
 
 
+def test_parallel_calls_render_as_one_block_each_in_both_conventions(tiny_dir):
+    """The tiny template (native tool calls) and a template that prints only contents (Hermes text) both write a
+    turn of parallel calls as the parser reads it, with one tool message per call after it."""
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    calls = [("get_weather", {"city": "Oslo"}), ("calculator", {"expression": "2 + 3"})]
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": n, "arguments": a}} for n, a in calls]},
+                {"role": "tool", "name": "get_weather", "content": "sunny"}, {"role": "tool", "name": "calculator",
+                                                                            "content": "5"},
+                {"role": "assistant", "content": "done"}]
+    plain = AutoTokenizer.from_pretrained(tiny_dir)
+    plain.chat_template = ("{%- for m in messages -%}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                           "{%- endfor -%}{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
+    for renderer in (Renderer(tok), Renderer(plain)):
+        out = renderer.render(messages)
+        spans = tok.decode([i for i, m in zip(out.ids, out.mask) if m])
+        assert format_tool_call(*calls[0]) + format_tool_call(*calls[1]) in spans and spans.count("<tool_call>") == 2
+        text = tok.decode(out.ids)
+        assert text.index("sunny") < text.index("5") and text.count("done") == 1
+
+
 def test_templates_without_generation_markers_give_the_same_mask(tiny_dir, env, caplog):
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     plain = AutoTokenizer.from_pretrained(tiny_dir)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from typing import Any, ClassVar, Literal
 
-from ..runtime.parsing import message_call
+from ..runtime.parsing import message_calls
 from ..runtime.tools import Toolbox
 
 Split = Literal["train", "eval"]
@@ -60,6 +60,7 @@ class TurnRecord:
     fault: bool = False  # the call met an injected transient fault and did not run
     stuck: bool = False  # the stuck detector fired: a repeat, an A-B-A-B alternation, a re-read of what is unchanged
     parse_error: str | None = None  # the ParseError's kind
+    calls: int = 0  # the calls the turn made: 1, or several for parallel calls (an env with max_calls > 1)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,9 @@ class Env(ABC):
     # Whether the env takes `fault_rate` and injects transient tool faults (robustness evaluation varies it).
     supports_faults: ClassVar[bool] = False
 
+    # The most tool calls one assistant turn may make (parallel calls); more is a `multiple_calls` parse error.
+    max_calls: ClassVar[int] = 1
+
     # Whether Task.reference is this env's solution in tool calls (tool_use), so evaluation can score tool choice,
     # arguments and restraint against it; codefix has no single reference sequence.
     reference_solutions: ClassVar[bool] = False
@@ -206,19 +210,20 @@ class Env(ABC):
 
 def reference_turns(ref: list[tuple[str, dict[str, Any]]], messages: list[Message]) -> list[int]:
     """The assistant turn (1-based) at which each reference call succeeded, in order: the call matches the next
-    reference call and its observation is not an error. Calls are read from `tool_calls` or, in raw-text
-    conversations, parsed from the content."""
+    reference call and its observation (the tool message answering it) is not an error. Calls are read from
+    `tool_calls` or, in raw-text conversations, parsed from the content; a turn of parallel calls can match several."""
     out: list[int] = []
     turn = 0
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
         turn += 1
-        if len(out) == len(ref) or i + 1 >= len(messages) or messages[i + 1]["role"] != "tool":
-            continue
-        call = message_call(m)
-        if call == ref[len(out)] and not str(messages[i + 1]["content"]).startswith("error"):
-            out.append(turn)
+        for j, call in enumerate(message_calls(m)):
+            obs = messages[i + 1 + j] if i + 1 + j < len(messages) else None
+            if len(out) == len(ref) or obs is None or obs["role"] != "tool":
+                break
+            if call == ref[len(out)] and not str(obs["content"]).startswith("error"):
+                out.append(turn)
     return out
 
 

@@ -12,6 +12,8 @@ episode and reports typed `TurnRecord`s and an `EpisodeRecord`:
 
 Faults are declared: an env with `supports_faults` takes `fault_rate`, and the base decides each fault by a hash of
 (task id, call index), at most MAX_FAULTS per episode, so the same trajectory always meets the same faults.
+An env with `max_calls` > 1 takes parallel calls: a turn of several `<tool_call>` blocks runs each in order, and each
+gets its own tool message (OpenAI's parallel tool calls, Hermes's one block per call).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from abc import abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from ..runtime.parsing import FinalAnswer, ParseError, ToolCall, parse_turn
+from ..runtime.parsing import FinalAnswer, ParallelCalls, ParseError, ToolCall, parse_turn
 from .base import FAULT_TEXT, Env, EpisodeRecord, Message, StepResult, Task, TurnRecord, injects_fault
 
 
@@ -106,7 +108,7 @@ class ToolEnv(Env):
         if task is None:
             raise RuntimeError("call reset(task) before step()")
         self._turns += 1
-        parsed = parse_turn(action, self.tools)
+        parsed = parse_turn(action, self.tools, self.max_calls)
         if isinstance(parsed, FinalAnswer) or (isinstance(parsed, ToolCall) and parsed.name == self.submit_tool):
             turn = TurnRecord(type(parsed).__name__, tool=getattr(parsed, "name", None))
             verdict = self.score(task, parsed.text if isinstance(parsed, FinalAnswer) else "")
@@ -117,25 +119,32 @@ class ToolEnv(Env):
         if isinstance(parsed, ParseError):
             self._invalid += 1
             turn = TurnRecord("ParseError", parse_error=parsed.kind)
-            obs: Message = {"role": "tool", "content": f"error: {parsed.message}"}
+            observations: list[Message] = [{"role": "tool", "content": f"error: {parsed.message}"}]
             key, read = f"parse:{action}", None
-        elif injects_fault(task.id, self._calls + self._faults, self._faults, self.fault_rate):
-            self._faults += 1  # nothing ran: not a stuck event, and calling again is the right move
-            turn, key, read = TurnRecord("ToolCall", tool=parsed.name, fault=True), None, None
-            obs = {"role": "tool", "name": parsed.name, "content": FAULT_TEXT}
         else:
-            self._calls += 1
-            turn = TurnRecord("ToolCall", tool=parsed.name)
-            key, read = f"{parsed.name}:{json.dumps(parsed.arguments, sort_keys=True)}", self.read_state(parsed)
-            obs = {"role": "tool", "name": parsed.name, "content": self.tools.call(parsed.name, parsed.arguments).content}
-        if key is not None and self._detector.check(key, obs["content"], read):
+            calls = parsed.calls if isinstance(parsed, ParallelCalls) else (parsed,)
+            observations, keys, read, faulted = [], [], None, 0
+            for call in calls:
+                if injects_fault(task.id, self._calls + self._faults, self._faults, self.fault_rate):
+                    self._faults += 1  # nothing ran: not a stuck event, and calling again is the right move
+                    faulted += 1
+                    observations.append({"role": "tool", "name": call.name, "content": FAULT_TEXT})
+                    continue
+                self._calls += 1
+                keys.append(f"{call.name}:{json.dumps(call.arguments, sort_keys=True)}")
+                read = self.read_state(call) if len(calls) == 1 else None
+                observations.append({"role": "tool", "name": call.name,
+                                     "content": self.tools.call(call.name, call.arguments).content})
+            turn = TurnRecord("ToolCall", tool=calls[0].name, fault=faulted == len(calls), calls=len(calls))
+            key = "|".join(keys) if keys else None
+        if key is not None and self._detector.check(key, "\n".join(str(o["content"]) for o in observations), read):
             self._stuck += 1
             turn = replace(turn, stuck=True)
         reward = self.turn_reward(task, turn)
         if self._turns >= self.max_turns:
             return self._end(reward, turn, False, True, {}, terminated=False)
         self._total += reward
-        return StepResult([obs], reward, False, False, turn)
+        return StepResult(observations, reward, False, False, turn)
 
     def _end(self, reward: float, turn: TurnRecord, success: bool, no_answer: bool, info: dict[str, Any],
              terminated: bool) -> StepResult:

@@ -97,8 +97,9 @@ def _calls(t: Trajectory) -> list[tuple[int, str, Any, str]]:
         if m["role"] != "assistant":
             continue
         turn += 1
-        for c in m.get("tool_calls") or []:
-            obs = t.messages[i + 1]["content"] if i + 1 < len(t.messages) and t.messages[i + 1]["role"] == "tool" else ""
+        for j, c in enumerate(m.get("tool_calls") or []):  # parallel calls: the j-th tool message answers the j-th
+            k = i + 1 + j
+            obs = t.messages[k]["content"] if k < len(t.messages) and t.messages[k]["role"] == "tool" else ""
             out.append((turn, c["function"]["name"], c["function"]["arguments"], str(obs)))
     return out
 

@@ -1,9 +1,10 @@
-"""Parse one assistant turn into a final answer, a tool call, or a typed parse error. Never raises.
+"""Parse one assistant turn into a final answer, a tool call, parallel tool calls, or a typed parse error. Never
+raises.
 
-The format is the Hermes / Qwen convention: a turn is either exactly one
-`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (whitespace around it allowed) or a final answer
-in plain text. Everything else is a `ParseError` whose `kind` names the problem; the environment turns it
-into an error observation so the agent can recover, and the trainer never sees an exception.
+The format is the Hermes / Qwen convention: a turn is either `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
+blocks — one, or up to `max_calls` for an env that takes parallel calls, with only whitespace around and between
+them — or a final answer in plain text. Everything else is a `ParseError` whose `kind` names the problem; the
+environment turns it into an error observation so the agent can recover, and the trainer never sees an exception.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ ParseErrorKind = Literal[
     "bad_arguments",  # "arguments" is neither an object nor a JSON string holding one
     "unknown_tool",  # the name is not one of the env's tools
     "invalid_arguments",  # the arguments do not match the tool's schema
-    "multiple_calls",  # more than one <tool_call> in one turn
+    "multiple_calls",  # more <tool_call> blocks in one turn than the env takes
     "text_around_call",  # prose before or after the call
     "unbalanced_tags",  # an opening tag without a closing one, or the reverse
 ]
@@ -45,32 +46,55 @@ class ParseError:
     message: str
 
 
-Parsed = FinalAnswer | ToolCall | ParseError
+@dataclass(frozen=True)
+class ParallelCalls:
+    """Several calls in one turn (an env with `max_calls` > 1): they run in order, each answered by its own tool
+    message."""
+
+    calls: tuple[ToolCall, ...]
 
 
-def parse_turn(text: str, tools: Toolbox | None = None) -> Parsed:
-    """Classify one assistant turn. With `tools`, also check the tool exists and its arguments validate."""
+Parsed = FinalAnswer | ToolCall | ParallelCalls | ParseError
+
+
+def parse_turn(text: str, tools: Toolbox | None = None, max_calls: int = 1) -> Parsed:
+    """Classify one assistant turn. With `tools`, also check each tool exists and its arguments validate; more
+    than `max_calls` calls in the turn is a `multiple_calls` error."""
     try:
-        return _parse(text, tools)
+        return _parse(text, tools, max_calls)
     except Exception as e:  # belt and braces: the contract is "never raises", whatever the input
         return ParseError("malformed_json", f"could not parse the turn: {type(e).__name__}")
 
 
-def _parse(text: str, tools: Toolbox | None) -> Parsed:
+def _parse(text: str, tools: Toolbox | None, max_calls: int) -> Parsed:
     n_open, n_close = text.count(OPEN), text.count(CLOSE)
     if n_open == 0 and n_close == 0:
         return FinalAnswer(text.strip())
     if n_open != n_close:
-        return ParseError("unbalanced_tags", f"found {n_open} {OPEN} and {n_close} {CLOSE}; write exactly one "
+        return ParseError("unbalanced_tags", f"found {n_open} {OPEN} and {n_close} {CLOSE}; write each call as "
                                              f"{OPEN}{{\"name\": ..., \"arguments\": {{...}}}}{CLOSE}")
-    if n_open > 1:
-        return ParseError("multiple_calls", f"found {n_open} tool calls in one turn; make one call per turn")
-    start, end = text.index(OPEN), text.index(CLOSE)
-    if end < start:
-        return ParseError("unbalanced_tags", f"{CLOSE} comes before {OPEN}")
-    if text[:start].strip() or text[end + len(CLOSE):].strip():
-        return ParseError("text_around_call", "a turn is either one tool call or a final answer, not both")
-    body = text[start + len(OPEN):end]
+    if n_open > max_calls:
+        return ParseError("multiple_calls", f"found {n_open} tool calls in one turn; make one call per turn" if
+                          max_calls == 1 else f"found {n_open} tool calls in one turn; at most {max_calls}")
+    calls, pos = [], 0
+    for _ in range(n_open):
+        start, end = text.find(OPEN, pos), text.find(CLOSE, pos)
+        if end < start:
+            return ParseError("unbalanced_tags", f"{CLOSE} comes before {OPEN}")
+        if text[pos:start].strip():
+            return ParseError("text_around_call", "a turn is either tool calls or a final answer, not both")
+        call = _call(text[start + len(OPEN):end], tools)
+        if isinstance(call, ParseError):
+            return call
+        calls.append(call)
+        pos = end + len(CLOSE)
+    if text[pos:].strip():
+        return ParseError("text_around_call", "a turn is either tool calls or a final answer, not both")
+    return calls[0] if len(calls) == 1 else ParallelCalls(tuple(calls))
+
+
+def _call(body: str, tools: Toolbox | None) -> ToolCall | ParseError:
+    """One call's JSON body, checked against `tools` when given."""
     try:
         obj = json.loads(body)
     except (json.JSONDecodeError, RecursionError):
@@ -102,21 +126,42 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     return OPEN + to_json({"name": name, "arguments": arguments}) + CLOSE
 
 
-def message_call(message: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The tool call an assistant message makes — from its `tool_calls` (arguments as an object or a JSON string) or
-    parsed from its text — or None when it makes none. The one place that reads a call out of a message."""
+def format_tool_calls(calls: list[tuple[str, dict[str, Any]]]) -> str:
+    """Several calls in one turn, one block each, as the tiny chat template renders them."""
+    return "".join(format_tool_call(name, args) for name, args in calls)
+
+
+def calls_of(parsed: Parsed) -> list[tuple[str, dict[str, Any]]]:
+    """The (name, arguments) of each call a parsed turn makes ([] for a final answer or a parse error)."""
+    if isinstance(parsed, ToolCall):
+        return [(parsed.name, parsed.arguments)]
+    if isinstance(parsed, ParallelCalls):
+        return [(c.name, c.arguments) for c in parsed.calls]
+    return []
+
+
+def message_calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every tool call an assistant message makes, in order — from its `tool_calls` (arguments as an object or a
+    JSON string) or parsed from its text. The one place that reads calls out of a message."""
     calls = message.get("tool_calls") or []
     if calls:
-        fn = calls[0]["function"]
-        args = json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]
-        return fn["name"], args
-    parsed = parse_turn(str(message.get("content") or ""))
-    return (parsed.name, parsed.arguments) if isinstance(parsed, ToolCall) else None
+        out = []
+        for c in calls:
+            fn = c["function"]
+            out.append((fn["name"], json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]))
+        return out
+    return calls_of(parse_turn(str(message.get("content") or ""), max_calls=1 << 30))
+
+
+def message_call(message: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The first tool call an assistant message makes, or None when it makes none."""
+    calls = message_calls(message)
+    return calls[0] if calls else None
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """An assistant message as the raw text of its turn: the call's canonical text when it carries `tool_calls`,
+    """An assistant message as the raw text of its turn: the calls' canonical text when it carries `tool_calls`,
     else its content."""
     if message.get("tool_calls"):
-        return format_tool_call(*message_call(message))  # type: ignore[misc]
+        return format_tool_calls(message_calls(message))
     return str(message.get("content") or "")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..envs.base import Env, Message, Task
 from ..policies.base import Policy
-from .parsing import ToolCall, parse_turn
+from .parsing import calls_of, parse_turn
 from .trajectory import Trajectory, assistant_message
 
 
@@ -84,8 +84,7 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
 
 
 def _message(text: str, env: Env) -> dict[str, Any]:
-    parsed = parse_turn(text, env.tools)
-    return assistant_message(text, (parsed.name, parsed.arguments) if isinstance(parsed, ToolCall) else None)
+    return assistant_message(text, calls_of(parse_turn(text, env.tools, env.max_calls)))
 
 
 def _trajectory(env: Env, task: Task, sample: int, messages: list[Message], turn_rewards: list[float], outcome: str,

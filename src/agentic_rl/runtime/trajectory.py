@@ -67,13 +67,13 @@ class Trajectory:
         return cls(**d)
 
 
-def assistant_message(text: str, tool_call: tuple[str, dict[str, Any]] | None) -> dict[str, Any]:
-    """The OpenAI-format message for one assistant turn: a structured tool call, or the text as content."""
-    if tool_call is None:
+def assistant_message(text: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The OpenAI-format message for one assistant turn: its structured tool calls (one, or several in parallel), or
+    the text as content when it makes none."""
+    if not calls:
         return {"role": "assistant", "content": text}
-    name, args = tool_call
     return {"role": "assistant", "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}}]}
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}} for name, args in calls]}
 
 
 def save_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> None:
