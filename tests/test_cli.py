@@ -38,7 +38,7 @@ def test_bad_input_gets_a_clear_error():
     r = runner.invoke(app, ["rollout", "--policy", "gpt-5"])
     assert r.exit_code == 2 and "unknown policy 'gpt-5'" in r.output and "noisy-teacher" in r.output
     r = runner.invoke(app, ["rollout", "--env", "chess", "--policy", "teacher"])
-    assert r.exit_code == 2 and "valid envs: codefix, game, math, sql, tool_use" in r.output
+    assert r.exit_code == 2 and "valid envs: codefix, game, math, sql, tool_use, toolcall" in r.output
     r = runner.invoke(app, ["sft", "--out", "/tmp/never", "learning_rate=3"])
     assert r.exit_code == 2 and "unknown key 'learning_rate'" in r.output
 

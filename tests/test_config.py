@@ -18,7 +18,7 @@ from agentic_rl.train.sft import SFTConfig
     (GRPOConfig, ["gamma=0.9"], "used only with advantage=turn"),
     (GRPOConfig, ["max_resample=5"], "used only with dynamic_sampling=true"),
     (GRPOConfig, ["lora.alpha=8"], "lora.alpha: finetune is full"),
-    (GRPOConfig, ["env=chess"], "unknown env 'chess'; valid envs: codefix, game, math, sql, tool_use"),
+    (GRPOConfig, ["env=chess"], "unknown env 'chess'; valid envs: codefix, game, math, sql, tool_use, toolcall"),
     (GRPOConfig, ["env=codefix", "env_args.kinds=[calc]"], "env codefix takes no argument 'kinds'"),
     (GRPOConfig, ["env_args.kinds=[chess]"], "env tool_use with env_args {'kinds': ['chess']}: unknown"),
     (SFTConfig, ["env_args.max_turns=0"], "env tool_use with env_args {'max_turns': 0}: max_turns must be"),

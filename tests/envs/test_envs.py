@@ -105,7 +105,7 @@ def test_faults_are_transient_deterministic_and_retries_are_free():
 def test_bad_env_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="fault_rate"):
         ToolUseEnv(fault_rate=2)
-    with pytest.raises(ValueError, match="valid envs: codefix, game, math, sql, tool_use"):
+    with pytest.raises(ValueError, match="valid envs: codefix, game, math, sql, tool_use, toolcall"):
         make_env("nope")
     with pytest.raises(ValueError, match="valid: "):
         ToolUseEnv().noise_plan(ToolUseEnv().tasks("train", 1)[0], __import__("random").Random(0), {"typo": 0.5})

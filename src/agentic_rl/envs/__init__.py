@@ -18,9 +18,10 @@ from .game import GameEnv
 from .math import MathEnv
 from .sql import SQLEnv
 from .tool_use import ToolUseEnv
+from .toolcall import ToolCallEnv
 
 ENVS: dict[str, type[Env]] = {"tool_use": ToolUseEnv, "codefix": CodeFixEnv, "math": MathEnv, "game": GameEnv,
-                             "sql": SQLEnv}
+                             "sql": SQLEnv, "toolcall": ToolCallEnv}
 
 
 def env_class(name: str) -> type[Env]:

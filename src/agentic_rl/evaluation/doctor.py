@@ -7,6 +7,7 @@ exit non-zero, so it can gate a training job in CI.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -36,9 +37,16 @@ class Check:
     next_step: str
 
 
-def check_tool_schemas(env: Env) -> Check:
+def check_tool_schemas(env: Env, tasks: list[Any] | None = None) -> Check:
+    """Every tool's schema is valid JSON Schema and described: the env's fixed tools, and the tools the first ten of
+    `tasks` bring where tools change with the task (toolcall)."""
+    schemas = {json.dumps(s, sort_keys=True): s for s in env.tools.schemas}
+    for task in (tasks or [])[:10]:
+        env.reset(task)
+        schemas.update({json.dumps(s, sort_keys=True): s for s in env.tools.schemas})
+        env.close()
     problems = []
-    for schema in env.tools.schemas:
+    for schema in schemas.values():
         fn = schema.get("function", {})
         try:
             jsonschema.Draft202012Validator.check_schema(fn.get("parameters", {}))
@@ -46,7 +54,7 @@ def check_tool_schemas(env: Env) -> Check:
             problems.append(f"{fn.get('name')}: {e.message}")
         if not fn.get("description"):
             problems.append(f"{fn.get('name')}: no description (the model reads it to choose the tool)")
-    n = len(env.tools.schemas)
+    n = len(schemas)
     if problems:
         return Check("tool schemas valid", "FAIL", "; ".join(problems), "fix the tool's type hints and docstring")
     return Check("tool schemas valid", "PASS", f"{n} tools, valid JSON Schema, each described", "")
@@ -194,7 +202,7 @@ def run_doctor(factory: Callable[[], Env], policy: Policy | None = None, n: int 
     tasks = env.tasks("eval", n, seed)
     teacher = run_episodes(factory, tasks, TeacherPolicy(), seed=seed)
     random_ = run_episodes(factory, tasks, RandomPolicy(), seed=seed)
-    checks = [check_tool_schemas(env), check_agent_loop(factory, tasks[: min(5, n)]), check_teacher(teacher),
+    checks = [check_tool_schemas(env, tasks), check_agent_loop(factory, tasks[: min(5, n)]), check_teacher(teacher),
               check_determinism(factory, tasks, teacher), check_discrimination(teacher, random_),
               check_splits(factory, 4 * n)]
     exploits = check_exploits(env, tasks[: min(n, 3)])

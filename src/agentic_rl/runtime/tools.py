@@ -43,15 +43,17 @@ class ToolResult:
 
 @dataclass
 class Tool:
-    """A callable the agent may use, with the OpenAI-style schema derived from its signature and docstring."""
+    """A callable the agent may use, with the OpenAI-style schema derived from its signature and docstring, or given
+    (a tool made at run time: enums, arrays, nested objects)."""
 
     fn: Callable[..., Any]
-    schema: dict[str, Any] = field(init=False)
+    schema: dict[str, Any] = None  # type: ignore[assignment]  # None: derived from `fn`
     _validator: jsonschema.protocols.Validator = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # The same shape `transformers.utils.get_json_schema` produces, so HF chat templates and TRL read it as is.
-        self.schema = get_json_schema(self.fn)
+        if self.schema is None:
+            self.schema = get_json_schema(self.fn)
         params = _strict(self.schema["function"]["parameters"])
         self._validator = jsonschema.Draft202012Validator(params)
 
@@ -102,8 +104,8 @@ def _strict(params: dict[str, Any]) -> dict[str, Any]:
 class Toolbox:
     """The tools of one environment, by name."""
 
-    def __init__(self, fns: list[Callable[..., Any]]):
-        tools = [Tool(fn) for fn in fns]
+    def __init__(self, fns: list[Callable[..., Any] | Tool]):
+        tools = [fn if isinstance(fn, Tool) else Tool(fn) for fn in fns]
         self.tools: dict[str, Tool] = {t.name: t for t in tools}
         if len(self.tools) != len(tools):
             raise ValueError("tool names must be unique")

@@ -1,0 +1,351 @@
+"""`toolcall`: use tools the model has never seen — each task brings its own tool set, read from the schemas.
+
+Every task draws a family of functions (`families.py`: a lookup from a name to an id, and an action on that id with
+typed parameters — string, integer, number, boolean, enum, array, nested object; required and optional) and shows
+its functions beside distractors from other families. The request, in English or Chinese, needs:
+  single      one action call, its id given                      parallel   two action calls in one turn
+  chained     the lookup, then the action on the id it returned  lookup     the lookup, then the id as the answer
+  no_tool     a family whose functions are not offered: no call, say so
+  in_prompt   the id is already in the question: no call, answer it
+Reward (per turn; they sum to the episode's):
+    r = 1[calls made == reference calls (name and arguments, an optional argument equal to its default counts as
+          left out; arrays as sets) and the answer holds what it must: the one id asked for; where no tool fits,
+          words that say so (`REFUSAL`); else any text]
+        − CALL_COST × (calls beyond the reference's count) − INVALID_COST × (turns that fail to parse or validate)
+Three families are held out for evaluation (`families.HELD_OUT`): the eval split asks for schemas never trained on,
+and training tasks never show them, not even as distractors. A reference call's arguments are JSON values as a call
+carries them (arrays, objects), so these tasks compare but do not hash.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from ...runtime.parsing import format_tool_calls, message_calls
+from ...runtime.tools import Tool, Toolbox, ToolError, to_json
+from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, split_of, stable_hash, stream_tasks
+from ..tool_env import Score, ToolEnv
+from .families import BY_ID, FAMILIES, HELD_OUT, Family, Param
+
+ID = re.compile(r"\b[A-Z]{1,2}-\d{4}\b")  # the ids make_id gives
+REFUSAL = re.compile(r"\b(?:can ?not|can't|unable|not able|no (?:available )?tool|none of)\b|无法|不能|做不到|没有", re.I)
+CALL_COST = 0.1
+INVALID_COST = 0.2
+KIND_WEIGHTS = {"single": 3, "parallel": 2, "chained": 2, "lookup": 1, "no_tool": 2, "in_prompt": 1}
+SYSTEM_PROMPT = (
+    "You are an agent with tools, described below. Call a tool only when the request needs it and a tool fits; "
+    "otherwise answer directly, or say that no tool can do it. To call tools, reply with only "
+    '<tool_call>{"name":...,"arguments":{...}}</tool_call> blocks, one per call; several calls that do not depend on '
+    "each other may go in one reply. Use the exact parameter names and types of the schema. When the request is done, "
+    "reply with a short answer.\nTools:\n")
+DONE = ("Done.", "已完成。")
+NO_TOOL = ("None of the available tools can do that.", "现有的工具都做不到这件事。")
+TWO_THINGS = ("Please do two things: (1) {a} (2) {b}", "请帮我做两件事：(1) {a} (2) {b}")
+KNOWN = ("I already know that the id of {what} is {id}. ", "我已经知道{what}的编号是{id}。")
+
+
+def make_id(family: Family, key: str) -> str:
+    """The id the lookup returns for `key`: deterministic, so a chained call's argument is checkable."""
+    return f"{family.prefix}-{1000 + stable_hash('id', family.id, key) % 9000}"
+
+
+def id_param(family: Family) -> str:
+    return f"{family.noun[0].replace(' ', '_')}_id"
+
+
+class ToolCallEnv(ToolEnv):
+    """Read each task's tool schemas, call what fits with the right arguments, and abstain when nothing does."""
+
+    name: ClassVar[str] = "toolcall"
+    max_calls: ClassVar[int] = 4
+    supports_faults: ClassVar[bool] = True
+    reference_solutions: ClassVar[bool] = True
+    mistakes: ClassVar[tuple[str, ...]] = ("wrong_value", "drop_optional", "extra_call", "call_anyway", "no_answer")
+    default_noise: ClassVar[dict[str, float]] = {"wrong_value": 0.1, "drop_optional": 0.1, "extra_call": 0.1,
+                                                 "call_anyway": 0.3, "no_answer": 0.03}
+    max_new_tokens: ClassVar[int] = 160
+
+    def __init__(self, max_turns: int = 5, fault_rate: float = 0.0, distractors: int = 3,
+                 kinds: list[str] | None = None):
+        unknown = set(kinds or []) - set(KIND_WEIGHTS)
+        if unknown or kinds == []:
+            raise ValueError(f"unknown task kinds {sorted(unknown)}; valid: {', '.join(KIND_WEIGHTS)}")
+        if max_turns < 2 or not 0.0 <= fault_rate <= 1.0 or not 0 <= distractors <= 6:
+            raise ValueError(f"max_turns must be ≥ 2, fault_rate in [0, 1] and distractors in 0..6; got {max_turns}, "
+                             f"{fault_rate}, {distractors}")
+        self.max_turns, self.fault_rate, self.distractors = max_turns, fault_rate, distractors
+        self.kinds = list(kinds) if kinds else list(KIND_WEIGHTS)
+        self.tools = Toolbox([])
+        self.system_prompt = SYSTEM_PROMPT
+
+    # -- tasks --
+
+    def tasks(self, split: Split, n: int, seed: int = 0) -> list[Task]:
+        return draw_tasks("toolcall", split, n, seed, self._draw)
+
+    def task_stream(self, split: Split, seed: int = 0) -> Iterator[Task]:
+        return stream_tasks("toolcall", split, seed, self._draw)
+
+    def _draw(self, rng: random.Random) -> Draft:
+        kind = rng.choice([k for k in self.kinds for _ in range(KIND_WEIGHTS[k])])
+        family, lang = rng.choice(FAMILIES), rng.choice([0, 0, 1])
+        keys = rng.sample(family.key.values, 2)
+        spec = {"kind": kind, "family": family.id, "lang": lang, "keys": keys,
+                "values": [_draw_values(family, rng), _draw_values(family, rng)]}
+        prompt, reference, answer = _render(spec)
+        # what the agent is asked decides the split: the same request never lands in both
+        split: Split = "eval" if family.id in HELD_OUT else split_of(f"toolcall:{prompt}")
+        pool = [f for f in FAMILIES if f is not family and (split == "eval" or f.id not in HELD_OUT)]
+        others = rng.sample(pool, min(len(pool), self.distractors + 1))
+        offered = [] if kind == "no_tool" else [(family.id, "lookup"), (family.id, "action")]
+        offered += [(f.id, rng.choice(["lookup", "action"])) for f in others[:self.distractors]]
+        rng.shuffle(offered)
+        spec["tools"] = offered
+        kind_label = f"{kind}:{'new' if family.id in HELD_OUT else 'seen'}"
+        return Draft(prompt, prompt, kind_label, prompt, answer, reference, (("spec", json.dumps(spec)),), split)
+
+    def _perturbed(self, task: Task, how: str) -> Task | None:
+        """The same request in the other language, or with a polite prefix; upper case would change the values."""
+        spec = json.loads(task.get("spec"))
+        if how == "language":
+            return replace(task, prompt=_render({**spec, "lang": 1 - spec["lang"]})[0])
+        if how == "rephrase":
+            return replace(task, prompt=("Could you help me with this? ", "请帮我处理一下：")[spec["lang"]] + task.prompt)
+        return super()._perturbed(task, how) if how == "whitespace" else None
+
+    # -- the episode --
+
+    def start(self, task: Task) -> None:
+        spec = json.loads(task.get("spec"))
+        self._made: list[tuple[str, str]] = []
+        self._charged = 0
+        self.tools = Toolbox([self._tool(BY_ID[fid], which) for fid, which in spec["tools"]])
+        self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
+
+    def _tool(self, family: Family, which: str) -> Tool:
+        """A function of `family` as a tool: its schema, and a body that answers and records the call."""
+        def run(**args: Any) -> str:
+            self._made.append(_canonical(family, which, args))
+            if which == "lookup":
+                return to_json({id_param(family): make_id(family, str(args[family.key.name]))})
+            known = {make_id(family, k) for k in family.key.values}
+            if args[id_param(family)] not in known:
+                raise ToolError(f"no {family.noun[0]} with id {args[id_param(family)]!r}; "
+                                f"{family.lookup[0]} gives the id")
+            return to_json({"ok": True, id_param(family): args[id_param(family)]})
+
+        return Tool(run, schema(family, which))
+
+    def score(self, task: Task, answer: str) -> Score:
+        spec = json.loads(task.get("spec"))
+        family = BY_ID[spec["family"]]
+        want = Counter(_canonical(family, "lookup" if n == family.lookup[0] else "action", dict(a))
+                       for n, a in task.reference)
+        calls_ok = Counter(self._made) == want
+        # an id asked for must be the one id the answer names: listing every id the prefix allows is not an answer;
+        # where no tool fits, the answer must say so, not claim the request was done
+        if task.answer:
+            answer_ok = ID.findall(answer) == [task.answer]
+        elif spec["kind"] == "no_tool":
+            answer_ok = bool(REFUSAL.search(answer)) and not ID.search(answer)
+        else:
+            answer_ok = bool(answer.strip())
+        ok = calls_ok and answer_ok
+        return Score(float(ok), ok, not answer.strip(), {"calls_match": calls_ok, "answer_ok": answer_ok})
+
+    def turn_reward(self, task: Task, turn: TurnRecord) -> float:
+        """INVALID_COST for a turn that does not parse or validate; CALL_COST for each call beyond the reference's
+        count."""
+        if turn.parsed == "ParseError":
+            return -INVALID_COST
+        over = max(0, self._calls - len(task.reference)) - self._charged
+        self._charged += over
+        return -CALL_COST * over
+
+    # -- the teacher --
+
+    def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
+        """Make the reference calls (independent ones in one turn, a chained one after the id comes back), retry
+        what met a fault, then answer. With `noise`: a wrong value, a dropped optional argument, a needless call
+        first, a call where none is needed, no answer."""
+        noise = noise or {}
+        spec = json.loads(task.get("spec"))
+        turns = [m for m in messages if m["role"] == "assistant"]
+        if turns and messages[-1]["role"] == "tool":
+            faulted = _faulted_calls(messages)
+            if faulted:
+                return format_tool_calls(faulted)
+        ref = task.reference_calls
+        if not turns:
+            if noise.get("no_answer"):
+                return ""
+            offered = [t for t in spec["tools"] if t[0] != spec["family"]]
+            if ((noise.get("call_anyway") and not ref) or (noise.get("extra_call") and ref)) and offered:
+                fid, which = offered[0]
+                return format_tool_calls([_plausible_call(BY_ID[fid], which)])
+        left = ref[len(_answered_calls(messages, {name for name, _ in ref})):]
+        if left:
+            if spec["kind"] == "parallel":
+                return format_tool_calls([_noisy(c, BY_ID[spec["family"]], noise) for c in left])
+            return format_tool_calls([_noisy(left[0], BY_ID[spec["family"]], noise)])
+        return task.answer or (NO_TOOL if spec["kind"] == "no_tool" else DONE)[spec["lang"]]
+
+    def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
+        from .exploits import probe_hacks
+
+        return probe_hacks(self, tasks)
+
+
+# -- schemas, values and requests --------------------------------------------------------------------------------------
+
+def schema(family: Family, which: str) -> dict[str, Any]:
+    """The OpenAI function schema of the family's lookup or action."""
+    if which == "lookup":
+        name, description = family.lookup
+        params: tuple[Param, ...] = (family.key,)
+    else:
+        name, description = family.action
+        params = (Param(id_param(family), "string", f"The {family.noun[0]} id, as {family.lookup[0]} returns it."),
+                  *family.params)
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": {p.name: _property(p) for p in params},
+        "required": [p.name for p in params if p.required]}}}
+
+
+def _property(p: Param) -> dict[str, Any]:
+    kind = {"enum": "string", "array": "array", "object": "object"}.get(p.kind, p.kind)
+    out: dict[str, Any] = {"type": kind, "description": p.description}
+    if p.kind == "enum":
+        out["enum"] = list(p.values)
+    if p.kind == "array":
+        out["items"] = {"type": "string"}
+    if p.kind == "object":
+        out.update(properties={f.name: _property(f) for f in p.fields}, required=[f.name for f in p.fields],
+                   additionalProperties=False)
+    if not p.required and p.default is not None:
+        out["default"] = p.default
+    return out
+
+
+def _draw_value(p: Param, rng: random.Random) -> Any:
+    if p.kind == "integer":
+        return rng.randint(*p.values)
+    if p.kind == "number":
+        return rng.randint(p.values[0] * 2, p.values[1] * 2) / 2  # 12.5 or 20.0
+    if p.kind == "array":
+        return sorted(rng.sample(p.values, rng.randint(2, 3)))
+    if p.kind == "object":
+        return {f.name: _draw_value(f, rng) for f in p.fields}
+    return rng.choice(p.values)
+
+
+def _draw_values(family: Family, rng: random.Random) -> dict[str, Any]:
+    """Every required parameter, and each optional one half the time."""
+    return {p.name: _draw_value(p, rng) for p in family.params if p.required or rng.random() < 0.5}
+
+
+def _text(value: Any, lang: int) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return (", ".join(value[:-1]) + " and " + value[-1]) if lang == 0 else "、".join(value[:-1]) + "和" + value[-1]
+    return str(value)
+
+
+def _action_text(family: Family, values: dict[str, Any], ref: str, lang: int) -> str:
+    text = re.sub(r"\[(\w+)\|([^\]]*)\]", lambda m: m.group(2) if m.group(1) in values else "", family.request[lang])
+    flat = {"REF": ref, **{k: _text(v, lang) for k, v in values.items() if not isinstance(v, dict)},
+            **{f"{k}.{f}": _text(x, lang) for k, v in values.items() if isinstance(v, dict) for f, x in v.items()}}
+    return re.sub(r"\{([\w.]+)\}", lambda m: flat[m.group(1)], text)
+
+
+def _ref(family: Family, template: tuple[str, str], lang: int, **kw: str) -> str:
+    return template[lang].format(noun=family.noun[lang], **kw)
+
+
+def _render(spec: dict[str, Any]) -> tuple[str, tuple, str]:
+    """(request, reference calls, gold answer) of a task spec, in the spec's language."""
+    family, lang, kind = BY_ID[spec["family"]], spec["lang"], spec["kind"]
+    key, values = spec["keys"][0], spec["values"][0]
+    ident = make_id(family, key)
+    action = lambda k, v: (family.action[0], tuple(sorted({id_param(family): make_id(family, k), **v}.items())))
+    lookup = (family.lookup[0], ((family.key.name, key),))
+    if kind == "single" or kind == "no_tool":
+        prompt = _action_text(family, values, _ref(family, family.ref_id, lang, id=ident), lang)
+        return prompt, ((action(key, values),) if kind == "single" else ()), ""
+    if kind == "parallel":
+        k2, v2 = spec["keys"][1], spec["values"][1]
+        a = _action_text(family, values, _ref(family, family.ref_id, lang, id=ident), lang)
+        b = _action_text(family, v2, _ref(family, family.ref_id, lang, id=make_id(family, k2)), lang)
+        return TWO_THINGS[lang].format(a=a, b=b), (action(key, values), action(k2, v2)), ""
+    if kind == "chained":
+        prompt = _action_text(family, values, _ref(family, family.ref_name, lang, key=key), lang)
+        return prompt, (lookup, action(key, values)), ""
+    question = _ref(family, family.ask_id, lang, key=key)
+    if kind == "lookup":
+        return question, (lookup,), ident
+    what = _ref(family, family.ref_name, lang, key=key)
+    return KNOWN[lang].format(what=what, id=ident) + question, (), ident  # in_prompt
+
+
+def _canonical(family: Family, which: str, args: dict[str, Any]) -> tuple[str, str]:
+    """A call as a comparable key: optional arguments equal to their default left out, numbers as numbers, arrays
+    as sets."""
+    name = family.lookup[0] if which == "lookup" else family.action[0]
+    defaults = {p.name: p.default for p in family.params if not p.required and p.default is not None}
+    out = {}
+    for k, v in args.items():
+        if k in defaults and v == defaults[k]:
+            continue
+        out[k] = sorted(v) if isinstance(v, list) else float(v) if isinstance(v, (int, float)) and not \
+            isinstance(v, bool) else v
+    return name, json.dumps(out, sort_keys=True, ensure_ascii=False)
+
+
+def _answered_calls(messages: list[Message], names: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls to `names` that ran (their tool message is not the transient fault), in order."""
+    out = []
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            for j, call in enumerate(message_calls(m)):
+                k = i + 1 + j
+                if call[0] in names and k < len(messages) and messages[k]["content"] != FAULT_TEXT:
+                    out.append(call)
+    return out
+
+
+def _faulted_calls(messages: list[Message]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of the last assistant turn whose tool message was the transient fault (the ones to retry)."""
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    calls = message_calls(messages[last])
+    return [c for j, c in enumerate(calls) if last + 1 + j < len(messages)
+            and messages[last + 1 + j]["content"] == FAULT_TEXT]
+
+
+def _noisy(call: tuple[str, dict[str, Any]], family: Family, noise: dict[str, bool]) -> tuple[str, dict[str, Any]]:
+    """The call as the noisy teacher makes it: one value changed, or an optional argument left out."""
+    name, args = call[0], dict(call[1])
+    if name != family.action[0]:
+        return name, args
+    optional = [p.name for p in family.params if not p.required and p.name in args]
+    if noise.get("drop_optional") and optional:
+        args.pop(optional[0])
+    elif noise.get("wrong_value"):
+        p = next(p for p in family.params if p.required)
+        rng = random.Random(stable_hash("wrong", name, json.dumps(args, sort_keys=True)))
+        args[p.name] = next(v for v in (_draw_value(p, rng) for _ in range(50)) if v != args[p.name])
+    return name, args
+
+
+def _plausible_call(family: Family, which: str) -> tuple[str, dict[str, Any]]:
+    """A call a careless agent makes with a tool the request does not need."""
+    if which == "lookup":
+        return family.lookup[0], {family.key.name: family.key.values[0]}
+    return family.action[0], {id_param(family): make_id(family, family.key.values[0]),
+                              **_draw_values(family, random.Random(0))}

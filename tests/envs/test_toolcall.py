@@ -1,0 +1,164 @@
+import json
+from functools import partial
+
+import pytest
+
+from agentic_rl.envs import check_env, make_env
+from agentic_rl.envs.toolcall.env import CALL_COST, INVALID_COST, _plausible_call, make_id
+from agentic_rl.envs.toolcall.families import BY_ID, FAMILIES, HELD_OUT
+from agentic_rl.policies import RandomPolicy, TeacherPolicy
+from agentic_rl.runtime.parsing import format_tool_call, format_tool_calls
+from agentic_rl.runtime.rollout import run_episodes
+
+
+def spec(task):
+    return json.loads(task.get("spec"))
+
+
+def first(env, kind, split="eval", n=400, new=None):
+    return next(t for t in env.tasks(split, n) if t.kind.startswith(kind + ":")
+                and (new is None or t.kind.endswith(":new") == new))
+
+
+def test_check_env_passes():
+    assert check_env(partial(make_env, "toolcall"), n=60) == []
+
+
+def test_teacher_solves_noisy_teacher_errs_random_loses():
+    env = make_env("toolcall")
+    tasks = env.tasks("eval", 120)
+    factory = partial(make_env, "toolcall", fault_rate=0.2)
+    assert all(t.success for t in run_episodes(factory, tasks, TeacherPolicy()))
+    noisy = run_episodes(factory, tasks, TeacherPolicy(dict(env.default_noise)))
+    assert 0.5 < sum(t.success for t in noisy) / len(noisy) < 0.9
+    assert sum(t.success for t in run_episodes(factory, tasks, RandomPolicy())) <= 2
+
+
+def test_held_out_families_are_evaluation_only_and_never_shown_in_training():
+    env = make_env("toolcall")
+    train, evals = env.tasks("train", 400), env.tasks("eval", 400)
+    assert not any(f in HELD_OUT for t in train for f, _ in spec(t)["tools"])  # not even as distractors
+    assert {spec(t)["family"] for t in evals} & HELD_OUT == HELD_OUT
+    assert {t.kind.split(":")[0] for t in train} == {"single", "parallel", "chained", "lookup", "no_tool", "in_prompt"}
+    assert {spec(t)["lang"] for t in train} == {0, 1}  # English and Chinese requests
+
+
+def test_schemas_cover_every_parameter_kind():
+    env = make_env("toolcall")
+    props = {}
+    for task in env.tasks("train", 200):
+        env.reset(task)
+        for s in env.tools.schemas:
+            props.update({(s["function"]["name"], k): v for k, v in s["function"]["parameters"]["properties"].items()})
+        env.close()
+    types = {v["type"] for v in props.values()}
+    assert types == {"string", "integer", "number", "boolean", "array", "object"}
+    assert any("enum" in v for v in props.values()) and any("default" in v for v in props.values())
+    address = props[("ship_order", "address")]
+    assert address["required"] == ["street", "city"] and address["additionalProperties"] is False
+
+
+def _play(env, task, turns):
+    env.reset(task)
+    total, result = 0.0, None
+    for turn in turns:
+        result = env.step(turn)
+        total += result.reward
+        if result.terminated or result.truncated:
+            break
+    return total, result
+
+
+def test_reward_is_the_exact_calls_then_the_answer():
+    env = make_env("toolcall")
+    task = first(env, "single")
+    (name, args), = task.reference_calls
+    family = BY_ID[spec(task)["family"]]
+    assert _play(env, task, [format_tool_call(name, args), "Done."])[0] == pytest.approx(1.0)
+    optional = [p for p in family.params if not p.required and p.default is not None]
+    if optional:  # an optional argument equal to its default is the same call as leaving it out
+        with_default = {**args, optional[0].name: args.get(optional[0].name, optional[0].default)}
+        assert _play(env, task, [format_tool_call(name, with_default), "Done."])[0] == pytest.approx(1.0)
+    wrong = {**args, next(p.name for p in family.params if p.required): None}
+    total, result = _play(env, task, [format_tool_call(name, wrong), "Done."])  # null for a required value
+    assert not result.episode.success and total == pytest.approx(-INVALID_COST)
+    twice = _play(env, task, [format_tool_calls([(name, args), (name, args)]), "Done."])
+    assert not twice[1].episode.success and twice[0] == pytest.approx(-CALL_COST)
+    assert not _play(env, task, ["Done."])[1].episode.success  # claiming it without a call
+
+
+def test_numbers_compare_as_numbers_and_arrays_as_sets():
+    env = make_env("toolcall")
+    task = next(t for t in env.tasks("train", 2000) if t.kind.startswith("single") and spec(t)["family"] == "music"
+                and "tags" in dict(t.reference_calls[0][1]))
+    name, args = task.reference_calls[0]
+    assert _play(env, task, [format_tool_call(name, {**args, "tags": args["tags"][::-1]}), "Done."])[1].episode.success
+    task = next(t for t in env.tasks("train", 2000) if t.kind.startswith("single") and spec(t)["family"] == "finance"
+                and float(t.reference_calls[0][1]["amount"]).is_integer())
+    name, args = task.reference_calls[0]
+    assert _play(env, task, [format_tool_call(name, {**args, "amount": int(args["amount"])}), "Done."])[1].episode.success
+
+
+def test_parallel_and_chained_calls():
+    env = make_env("toolcall")
+    task = first(env, "parallel")
+    assert _play(env, task, [format_tool_calls(task.reference_calls), "Done."])[1].episode.success  # one turn
+    assert _play(env, task, [format_tool_call(*c) for c in task.reference_calls] + ["Done."])[1].episode.success
+    task = first(env, "chained")
+    lookup, action = task.reference_calls
+    env.reset(task)
+    observation = env.step(format_tool_call(*lookup)).observation[0]["content"]
+    assert json.loads(observation) == {k: v for k, v in action[1].items() if k.endswith("_id")}  # the id to use
+    guessed = {**action[1], next(k for k in action[1] if k.endswith("_id")): "C-1234"}
+    assert env.step(format_tool_call(action[0], guessed)).observation[0]["content"].startswith("error: no ")
+
+
+def test_restraint_where_no_tool_fits_or_the_answer_is_given():
+    env = make_env("toolcall")
+    task = first(env, "no_tool")
+    assert _play(env, task, ["None of the available tools can do that."])[1].episode.success
+    assert _play(env, task, ["现有的工具都做不到这件事。"])[1].episode.success
+    assert not _play(env, task, ["Done."])[1].episode.success  # a claim, not an honest answer
+    fid, which = spec(task)["tools"][0]  # a distractor: the request's own family is not offered
+    call = format_tool_call(*_plausible_call(BY_ID[fid], which))
+    total, result = _play(env, task, [call, "None of the available tools can do that."])
+    assert not result.episode.success and total == pytest.approx(-CALL_COST)
+    task = first(env, "in_prompt")
+    family = BY_ID[spec(task)["family"]]
+    assert _play(env, task, [f"It is {task.answer}."])[0] == pytest.approx(1.0)
+    lookup = format_tool_call(family.lookup[0], {family.key.name: spec(task)["keys"][0]})
+    total, result = _play(env, task, [lookup, f"It is {task.answer}."])
+    assert not result.episode.success and total == pytest.approx(-CALL_COST)
+    every = " ".join(f"{family.prefix}-{i}" for i in range(1000, 10000))
+    assert not _play(env, task, [every])[1].episode.success  # every id the prefix allows is not an answer
+
+
+def test_ids_are_deterministic_and_differ_by_key():
+    family = FAMILIES[0]
+    ids = {make_id(family, k) for k in family.key.values}
+    assert len(ids) == len(family.key.values) and make_id(family, "Ann Lee") == make_id(family, "Ann Lee")
+
+
+def test_the_other_language_keeps_the_calls():
+    env = make_env("toolcall")
+    task = first(env, "single")
+    other = env.perturb(task, "language")
+    assert other.prompt != task.prompt and other.reference == task.reference
+    assert env.perturb(task, "casing") is None  # upper case would change the values the calls must carry
+
+
+def test_exploit_probes_earn_no_more_than_an_empty_answer():
+    env = make_env("toolcall")
+    rows = env.probe_hacks(env.tasks("eval", 30))
+    assert {r["exploit"] for r in rows} >= {"call_every_tool", "right_call_twice", "guessed_id",
+                                            "strings_for_everything", "extra_argument", "every_id_as_answer",
+                                            "claim_done_without_calling"}
+    assert all(r["guarded_reward"] <= r["noop_reward"] + 1e-9 and not r["env_error"] for r in rows)
+    assert all(r["naive_reward"] > r["noop_reward"] for r in rows if r["exploit"] not in ("noop",))
+
+
+def test_bad_arguments_are_clear():
+    with pytest.raises(ValueError, match="unknown task kinds"):
+        make_env("toolcall", kinds=["dance"])
+    with pytest.raises(ValueError, match=r"distractors in 0\.\.6"):
+        make_env("toolcall", distractors=9)
