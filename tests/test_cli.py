@@ -136,3 +136,13 @@ def test_transformers_weight_loading_bars_show_only_with_verbose(tiny_dir):
     verbose = subprocess.run([str(script), "--verbose", *args], capture_output=True, text=True)
     assert quiet.returncode == verbose.returncode == 0, quiet.stderr + verbose.stderr
     assert "Loading weights" not in quiet.stderr and "Loading weights" in verbose.stderr
+
+
+def test_commands_that_run_no_model_load_no_model_code(tmp_path):
+    """rollout, eval, doctor and probe-hacks with a scripted policy never import the sampler and its model stack."""
+    code = ("import sys; from typer.testing import CliRunner; from agentic_rl.cli import app; "
+            "r = CliRunner().invoke(app, ['rollout', '--env', 'game', '--policy', 'teacher', '--n', '2']); "
+            "assert r.exit_code == 0, r.output; print('agentic_rl.policies.hf.sampler' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

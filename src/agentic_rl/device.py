@@ -17,9 +17,10 @@ a policy that only samples (evaluation, `rollout`, the prompted baseline) loads 
 from __future__ import annotations
 
 import contextlib
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: commands that run no model start without it
+    import torch
 
 Precision = Literal["auto", "fp32", "bf16"]
 Device = Literal["auto", "cpu", "cuda"]
@@ -27,6 +28,8 @@ Device = Literal["auto", "cpu", "cuda"]
 
 def resolve_device(device: str) -> torch.device:
     """`auto` → the CUDA GPU when torch sees one, else the CPU; `cuda` without a visible GPU is a ValueError."""
+    import torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
@@ -39,6 +42,8 @@ def resolve_device(device: str) -> torch.device:
 
 def resolve_precision(precision: str, device: torch.device) -> Literal["fp32", "bf16"]:
     """`auto` → bf16 on a GPU that has it, fp32 elsewhere; an explicit choice is kept."""
+    import torch
+
     if precision == "auto":
         return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
     if precision not in ("fp32", "bf16"):
@@ -49,11 +54,15 @@ def resolve_precision(precision: str, device: torch.device) -> Literal["fp32", "
 def sampling_dtype(device: torch.device) -> torch.dtype:
     """The weights of a policy that only samples: bf16 on a GPU that has it (half the memory, its fast kernels),
     fp32 on the CPU, where bf16 gives no speed-up (above)."""
+    import torch
+
     return torch.bfloat16 if resolve_precision("auto", device) == "bf16" else torch.float32
 
 
 def autocast(precision: Precision, device: torch.device) -> contextlib.AbstractContextManager[None]:
     """The context a forward pass runs in: bf16 autocast, or nothing for fp32. Backward needs no context."""
+    import torch
+
     if resolve_precision(precision, device) == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..envs.base import Env
-from ..models import resolve_model
-from .base import Policy, Session, TokenRecord, Turn
-from .hf import HFPolicy, SamplingConfig, TokenContinuityError
+from .base import Policy, SamplingConfig, Session, TokenRecord, Turn
 from .scripted import RandomPolicy, ScriptPolicy, TeacherPolicy
+
+_MODEL_POLICY = ("HFPolicy", "TokenContinuityError")  # torch and transformers: imported on first use
 
 POLICY_SPECS = ("a model (a local Hugging Face directory, a .gguf file, a Hub id org/name, or a preset: "
                 "smollm2-135m), tiny, teacher, noisy-teacher, random, or script:FILE")
@@ -28,6 +29,9 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
         return RandomPolicy()
     if spec.startswith("script:"):
         return ScriptPolicy(spec[len("script:"):])
+    from ..models import resolve_model
+    from .hf import HFPolicy
+
     if spec == "tiny":
         from ..models.tiny.build import build_tiny_for_env
 
@@ -38,6 +42,16 @@ def load_policy(spec: str, env: Env, sampling: SamplingConfig | None = None,
         why = f" ({e})" if Path(spec).exists() or "/" in spec else ""  # a path or Hub id: say what went wrong
         raise ValueError(f"unknown policy {spec!r}{why}; valid: {POLICY_SPECS}") from None
     return HFPolicy(path, sampling, device=device)
+
+
+def __getattr__(name: str) -> Any:
+    """HFPolicy and TokenContinuityError, imported when first asked for: a command that runs no model (a scripted
+    policy's rollout, eval, probe-hacks) starts without torch."""
+    if name in _MODEL_POLICY:
+        from . import hf
+
+        return getattr(hf, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -51,3 +51,16 @@ class Policy(ABC):
     @abstractmethod
     def start(self, env: Env, tasks: Sequence[Task], samples: Sequence[int], seed: int) -> Session:
         """Open a session for episodes (tasks[i], samples[i]); `seed` fixes all sampling randomness."""
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    """Sampling temperature; 0 means greedy. Logprobs are recorded under this temperature (logits / T)."""
+    max_new_tokens: int = 96
+    """Most tokens in one assistant turn. A longer turn is cut there, and the episode ends as `truncated` (unless the
+    env ended it on that turn, e.g. taking the cut text as a final answer)."""
+    max_context: int | None = None
+    """Most tokens in a whole episode, prompt and observations included (None: the model's own limit,
+    `max_position_embeddings`, as vLLM's max_model_len defaults to it): a smaller fixed cap would cut long episodes,
+    such as codefix's, short of what the teacher's demonstrations reach (docs/design-notes.md#codefix-turn-budget)."""

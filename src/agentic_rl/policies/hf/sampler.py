@@ -26,7 +26,7 @@ from ...models import resolve_model
 from ...numerics import warm_up_vml
 from ...runtime.render import Renderer
 from ...train.logprobs import common_prefix_len
-from ..base import Policy, Session, TokenRecord, Turn
+from ..base import Policy, SamplingConfig, Session, TokenRecord, Turn
 from .attention import NAME as PACKED_GQA
 from .kv_cache import growing_cache
 from .last_position import last_position_only
@@ -36,19 +36,6 @@ warm_up_vml()  # before any model runs: oneMKL's racy first call would make fres
 
 class TokenContinuityError(RuntimeError):
     """Re-rendering a conversation did not reproduce the tokens already in the policy's context."""
-
-
-@dataclass
-class SamplingConfig:
-    temperature: float = 1.0
-    """Sampling temperature; 0 means greedy. Logprobs are recorded under this temperature (logits / T)."""
-    max_new_tokens: int = 96
-    """Most tokens in one assistant turn. A longer turn is cut there, and the episode ends as `truncated` (unless the
-    env ended it on that turn, e.g. taking the cut text as a final answer)."""
-    max_context: int | None = None
-    """Most tokens in a whole episode, prompt and observations included (None: the model's own limit,
-    `max_position_embeddings`, as vLLM's max_model_len defaults to it): a smaller fixed cap would cut long episodes,
-    such as codefix's, short of what the teacher's demonstrations reach (docs/design-notes.md#codefix-turn-budget)."""
 
 
 class HFPolicy(Policy):
