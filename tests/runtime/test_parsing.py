@@ -95,3 +95,13 @@ def test_fuzz_json_objects_roundtrip_or_error(args):
     text = "<tool_call>" + json.dumps({"name": "search", "arguments": args}) + "</tool_call>"
     r = parse_turn(text, TOOLS)
     assert isinstance(r, ToolCall) == (set(args) == {"query"} and isinstance(args["query"], str))
+
+
+def test_one_call_per_turn_reads_and_words_errors_as_before_parallel_calls():
+    """An env of one call per turn (max_calls=1) gets the observations it always got: its episodes do not change."""
+    a = format_tool_call("search", {"query": "a"})
+    assert parse_turn("hi " + a, TOOLS).message == "a turn is either one tool call or a final answer, not both"
+    assert parse_turn(a + a, TOOLS).message == "found 2 tool calls in one turn; make one call per turn"
+    assert "write exactly one" in parse_turn("<tool_call>{", TOOLS).message
+    # text after a malformed call: the text is the error, as before (the blocks are placed before any is read)
+    assert parse_turn("<tool_call>{oops</tool_call> hi", TOOLS).kind == "text_around_call"

@@ -71,26 +71,31 @@ def _parse(text: str, tools: Toolbox | None, max_calls: int) -> Parsed:
     if n_open == 0 and n_close == 0:
         return FinalAnswer(text.strip())
     if n_open != n_close:
-        return ParseError("unbalanced_tags", f"found {n_open} {OPEN} and {n_close} {CLOSE}; write each call as "
+        return ParseError("unbalanced_tags", f"found {n_open} {OPEN} and {n_close} {CLOSE}; write "
+                                             f"{'exactly one' if max_calls == 1 else 'each call as'} "
                                              f"{OPEN}{{\"name\": ..., \"arguments\": {{...}}}}{CLOSE}")
     if n_open > max_calls:
         return ParseError("multiple_calls", f"found {n_open} tool calls in one turn; make one call per turn" if
                           max_calls == 1 else f"found {n_open} tool calls in one turn; at most {max_calls}")
-    calls, pos = [], 0
-    for _ in range(n_open):
+    # the observation an env of one call per turn shows is worded for one call (tool_use's episodes are unchanged)
+    around = ("a turn is either one tool call or a final answer, not both" if max_calls == 1 else
+              "a turn is either tool calls or a final answer, not both")
+    bodies, pos = [], 0
+    for _ in range(n_open):  # where the blocks are, and nothing but whitespace around them, before reading any
         start, end = text.find(OPEN, pos), text.find(CLOSE, pos)
         if end < start:
             return ParseError("unbalanced_tags", f"{CLOSE} comes before {OPEN}")
         if text[pos:start].strip():
-            return ParseError("text_around_call", "a turn is either tool calls or a final answer, not both")
-        call = _call(text[start + len(OPEN):end], tools)
-        if isinstance(call, ParseError):
-            return call
-        calls.append(call)
+            return ParseError("text_around_call", around)
+        bodies.append(text[start + len(OPEN):end])
         pos = end + len(CLOSE)
     if text[pos:].strip():
-        return ParseError("text_around_call", "a turn is either tool calls or a final answer, not both")
-    return calls[0] if len(calls) == 1 else ParallelCalls(tuple(calls))
+        return ParseError("text_around_call", around)
+    calls = [_call(body, tools) for body in bodies]
+    error = next((c for c in calls if isinstance(c, ParseError)), None)
+    if error is not None:
+        return error
+    return calls[0] if len(calls) == 1 else ParallelCalls(tuple(calls))  # type: ignore[arg-type]
 
 
 def _call(body: str, tools: Toolbox | None) -> ToolCall | ParseError:
