@@ -262,6 +262,11 @@ def eval_(ctx: typer.Context,
                                                  help="Also run the fault and prompt-perturbation conditions "
                                                       "(default: on)."),
           device: str | None = typer.Option(None, help="auto (default), cpu or cuda."),
+          bench: str | None = typer.Option(None, help="A public benchmark instead of the env's tasks: bfcl (the "
+                                                      "Berkeley Function Calling Leaderboard; extra bfcl)."),
+          categories: str | None = typer.Option(None, help="BFCL categories, comma-separated (default: simple_python,"
+                                                           "multiple,parallel,parallel_multiple,irrelevance,"
+                                                           "live_simple,live_multiple,live_irrelevance)."),
           config: Path | None = CONFIG_OPTION,
           baseline: Path | None = typer.Option(None, help="Compare with this earlier eval JSON; exit 1 if worse."),
           compare: tuple[Path, Path] | None = typer.Option(None, help="Only compare two eval JSON files "
@@ -282,7 +287,8 @@ def eval_(ctx: typer.Context,
         _print_regressions(worse, compare[0], compare[1])
         raise typer.Exit(1 if worse else 0)
     cfg = _config(EvalConfig, ctx, config, env=env, policy=policy, n=n, k=k, seed=seed, temperature=temperature,
-                  tokenizer=tokenizer, robustness=robustness, device=device)
+                  tokenizer=tokenizer, robustness=robustness, device=device, bench=bench,
+                  categories=categories.split(",") if categories is not None else None)
     try:
         with status("evaluating") as spinner:
             result = run_eval(cfg, progress=lambda msg: spinner.update(f"evaluating: {msg}"))
@@ -290,7 +296,12 @@ def eval_(ctx: typer.Context,
             result["regression"] = {"baseline": str(baseline), "worse": ev.compare(ev.load_result(baseline), result)}
     except ValueError as err:
         _fail(str(err))
-    console.print(ev.summary_table(result))
+    if cfg.bench == "bfcl":
+        from .evaluation.bfcl import bfcl_table
+
+        console.print(bfcl_table(result))
+    else:
+        console.print(ev.summary_table(result))
     if json_out:
         atomic_write_json(json_out, result)
     if result["regression"]["worse"]:

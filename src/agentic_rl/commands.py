@@ -46,11 +46,14 @@ class PolicyConfig(EnvConfig):
 
     def load(self, env: Env) -> Policy:
         """The policy, sampling with this config's settings and the env's turn budget."""
-        spec = self.policy
-        if spec is None:
+        return load_policy(self.policy_spec(), env, self.sampling(env), device=self.device)
+
+    def policy_spec(self) -> str:
+        """The policy spec; ConfigError when none is given."""
+        if self.policy is None:
             raise ConfigError("give a policy: policy=SPEC or --policy SPEC (a model, tiny, teacher, noisy-teacher, "
                               "random or script:FILE)")
-        return load_policy(spec, env, self.sampling(env), device=self.device)
+        return self.policy
 
     def sampling(self, env: Env) -> SamplingConfig:
         return SamplingConfig(self.temperature, self.max_new_tokens or env.max_new_tokens)
@@ -92,9 +95,21 @@ class EvalConfig(PolicyConfig):
     """Held-out tasks for each robustness condition (None: all n)."""
     tokenizer: str | None = None
     """Count a scripted policy's tokens with this model directory's tokenizer and chat template."""
+    bench: Literal["bfcl"] | None = None
+    """A public benchmark instead of the env's held-out tasks: `bfcl`, the Berkeley Function Calling Leaderboard
+    (its data and AST checker; extra `bfcl`). Then n is the questions per category (a seeded sample), sampling is
+    greedy unless temperature= is given, and max_new_tokens defaults to 256."""
+    categories: list[str] | None = None
+    """BFCL categories (with bench=bfcl; None: the eight of evaluation/bfcl.py's DEFAULT_CATEGORIES): simple_python,
+    multiple, parallel, parallel_multiple, irrelevance, live_simple, live_multiple, live_parallel,
+    live_parallel_multiple, live_irrelevance, live_relevance."""
 
     def inapplicable(self) -> dict[str, str]:
         out = super().inapplicable()
+        if self.bench is not None:
+            return out | {k: f"--bench {self.bench} brings its own questions and tools, so {{key}}= would be ignored"
+                          for k in ("env", "env_args", "k", "robustness", "robustness_tasks", "tokenizer")}
+        out["categories"] = "it is used only with bench=bfcl, so {key}= would be ignored"
         if self.policy is not None and is_model(self.policy):
             out["tokenizer"] = f"policy={self.policy} is a model and counts its own tokens, so {{key}}= would be ignored"
         if not self.robustness:
@@ -126,7 +141,10 @@ class ProbeConfig(EnvConfig):
 
 
 def run_eval(cfg: EvalConfig, progress: Any = None) -> dict[str, Any]:
-    """The six-family evaluation result (evaluation/families.py's schema) of `cfg.policy`."""
+    """The six-family evaluation result (evaluation/families.py's schema) of `cfg.policy`; with bench=bfcl, its
+    BFCL accuracy per category in the regression family (evaluation/bfcl.py)."""
+    if cfg.bench == "bfcl":
+        return run_bfcl(cfg, progress)
     from .evaluation.families import evaluate
     from .policies import HFPolicy
     from .runtime.render import Renderer
@@ -144,5 +162,22 @@ def run_eval(cfg: EvalConfig, progress: Any = None) -> dict[str, Any]:
     result, _ = evaluate(factory, policy, env.tasks("eval", cfg.n, cfg.seed), k=cfg.k, seed=cfg.seed,
                          renderer=renderer, robustness=cfg.robustness, robustness_tasks=cfg.robustness_tasks,
                          progress=progress)
+    result["policy"] = cfg.policy
+    return result
+
+
+def run_bfcl(cfg: EvalConfig, progress: Any = None) -> dict[str, Any]:
+    """`eval --bench bfcl`: the policy on BFCL's questions, greedy by default; a model policy meets BFCL's tools
+    through toolcall's prompt (the env it would be trained on)."""
+    from .envs import make_env
+    from .evaluation.bfcl import DEFAULT_CATEGORIES, MAX_NEW_TOKENS, check_categories, evaluate_bfcl
+
+    categories = check_categories(cfg.categories or DEFAULT_CATEGORIES)
+    env = make_env("toolcall")
+    spec = cfg.policy_spec()
+    sampling = SamplingConfig(cfg.temperature if cfg.given("temperature") else 0.0,
+                              cfg.max_new_tokens or MAX_NEW_TOKENS)
+    policy = load_policy(spec, env, sampling, device=cfg.device)
+    result, _ = evaluate_bfcl(policy, categories, cfg.n, cfg.seed, progress=progress)
     result["policy"] = cfg.policy
     return result

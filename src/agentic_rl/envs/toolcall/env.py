@@ -70,6 +70,10 @@ class ToolCallEnv(ToolEnv):
     default_noise: ClassVar[dict[str, float]] = {"wrong_value": 0.1, "drop_optional": 0.1, "extra_call": 0.1,
                                                  "call_anyway": 0.3, "no_answer": 0.03}
     max_new_tokens: ClassVar[int] = 160
+    # A teacher turn is at most 111 SmolLM2 tokens (two parallel calls with every optional argument), so 128 cuts
+    # none; the pretrained ladder's 48 would cut every parallel turn.
+    pretrained_run_defaults: ClassVar[dict[str, Any]] = {"sft": {"max_new_tokens": 128},
+                                                         "grpo": {"max_new_tokens": 128}}
 
     def __init__(self, max_turns: int = 5, fault_rate: float = 0.0, distractors: int = 3,
                  kinds: list[str] | None = None):
