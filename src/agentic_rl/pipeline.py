@@ -46,6 +46,9 @@ class RunConfig(EnvConfig):
     validates greedily by default)."""
     robustness_tasks: int = Field(50, ge=1)
     """Held-out tasks for each robustness condition (3 fault rates, 4 prompt perturbations) of the comparison."""
+    bfcl_questions: int = Field(0, ge=0)
+    """BFCL questions per category (evaluation/bfcl.py's eight default categories) to score the prompted, SFT and
+    GRPO models on, greedily: the transfer check, on tools never trained on (0: skip; needs the bfcl extra)."""
     probe_tasks: int = Field(3, ge=0)
     """Held-out tasks to try every exploit probe on, where the env has probes (0: skip)."""
     sft: SFTConfig = Field(default_factory=SFTConfig)
@@ -222,12 +225,28 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
                               tokenizer=policy.tokenizer)
             with status(f"evaluating {name} greedily"):
                 stages[name]["greedy"] = summarize(run_episodes(env_factory, tasks, greedy, seed=cfg.seed))
+    if cfg.bfcl_questions:
+        for name in ("prompted", "sft", "grpo"):
+            stages[name]["bfcl"] = _bfcl(policies[name], cfg.bfcl_questions, cfg.seed, out / "eval" / f"bfcl_{name}")
     if cfg.probe_tasks:
         with status("probing reward hacks"):
             rows = env.probe_hacks(tasks[: cfg.probe_tasks])
         if rows is not None:
             atomic_write_json(out / "eval" / "probes.json", rows)
     return stages
+
+
+def _bfcl(policy: HFPolicy, n: int, seed: int, path: Path) -> dict[str, float]:
+    """A model's BFCL accuracy per category (greedy); writes PATH.json (the eval schema) and PATH.jsonl."""
+    from .evaluation.bfcl import MAX_NEW_TOKENS, evaluate_bfcl
+
+    greedy = HFPolicy(policy.path, SamplingConfig(0.0, MAX_NEW_TOKENS), model=policy.model, tokenizer=policy.tokenizer)
+    with status(f"BFCL: {path.name}") as spinner:
+        result, trajs = evaluate_bfcl(greedy, n=n, seed=seed, progress=lambda msg: spinner.update(f"{path.name}: {msg}"))
+    result["policy"] = path.name.removeprefix("bfcl_")
+    atomic_write_json(path.with_suffix(".json"), result)
+    save_jsonl(trajs, path.with_suffix(".jsonl"))
+    return {name.removeprefix("bfcl."): m["value"] for name, m in result["overall"]["regression"].items()}
 
 
 def _stage(stage_dir: Path, train: Any, resume: bool) -> dict[str, Any]:

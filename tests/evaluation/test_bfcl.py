@@ -108,3 +108,21 @@ def test_cli_bench_refuses_what_it_would_ignore():
     assert r.exit_code == 2 and "unknown BFCL category simple; valid:" in r.output
     r = runner.invoke(app, ["eval", "--env", "tool_use", "--policy", "teacher", "categories=[multiple]"])
     assert r.exit_code == 2 and "used only with bench=bfcl" in r.output
+
+
+def test_a_runs_bfcl_stages_show_in_its_report(tiny_dir, tmp_path):
+    """`run ... bfcl_questions=N` scores each model (pipeline._bfcl) and the report shows the transfer table."""
+    from agentic_rl.evaluation.report import build_report
+    from agentic_rl.pipeline import _bfcl
+    from agentic_rl.policies import HFPolicy, SamplingConfig
+
+    (tmp_path / "eval").mkdir()
+    policy = HFPolicy(tiny_dir, SamplingConfig(1.0, 4))
+    for stage in ("prompted", "sft", "grpo"):
+        got = _bfcl(policy, 1, 0, tmp_path / "eval" / f"bfcl_{stage}")
+        assert set(got) == {"simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
+                            "live_simple", "live_multiple", "live_irrelevance"}
+    saved = load_result(tmp_path / "eval" / "bfcl_grpo.json")
+    assert saved["policy"] == "grpo" and saved["temperature"] == 0.0
+    html = build_report(tmp_path)
+    assert '<section id="transfer">' in html and "live_irrelevance" in html

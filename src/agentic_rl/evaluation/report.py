@@ -431,6 +431,26 @@ def _comparison(summary: dict[str, Any] | None) -> str:
             "<th>metric</th>" + "".join(f"<th>{esc(s)}</th>" for s in stages) + f"</tr>{rows}</table></section>")
 
 
+def _transfer(run: Path) -> str:
+    """BFCL accuracy per category of the prompted, SFT and GRPO models (`run ... bfcl_questions=N`): tools never
+    trained on, with 95 % intervals."""
+    results = {s: _json(run / "eval" / f"bfcl_{s}.json") for s in ("prompted", "sft", "grpo")}
+    results = {s: r for s, r in results.items() if r}
+    if not results:
+        return ""
+    cats = list(next(iter(results.values()))["overall"]["regression"])
+    cell = lambda m: "<td>—</td>" if m is None else (
+        f'<td>{m["value"]:.3f}<br><span class="ci">[{m["ci95"][0]:.2f}, {m["ci95"][1]:.2f}]</span></td>'
+        if m["ci95"] else f'<td>{m["value"]:.3f}</td>')
+    rows = "".join(f"<tr><th>{esc(c.removeprefix('bfcl.'))}</th>" + "".join(
+        cell(r["overall"]["regression"].get(c)) for r in results.values()) + "</tr>" for c in cats)
+    n = max(m["n"] for m in next(iter(results.values()))["overall"]["regression"].values())
+    return ('<section id="transfer"><h2>Transfer: BFCL, tools never trained on</h2><p>Berkeley Function Calling '
+            f"Leaderboard (bfcl-eval's data and AST checker), up to {n} questions per category, greedy; irrelevance: "
+            "no call is right.</p><table><tr><th>category</th>" + "".join(f"<th>{esc(s)}</th>" for s in results)
+            + f"</tr>{rows}</table></section>")
+
+
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#111;padding:0 16px}
 h1{margin-bottom:4px} h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
@@ -471,7 +491,7 @@ def build_report(run: str | Path) -> str:
     stages = [s for s in STAGES if (run / "eval" / f"{s}.json").exists()]
     results = {s: _json(run / "eval" / f"{s}.json") for s in stages}
     body = [f"<h1>agentic-rl report</h1><p class=\"tid\">{esc(str(run.resolve()))}</p>",
-            _comparison(_json(run / "summary.json")), _curves(run), _families(results),
+            _comparison(_json(run / "summary.json")), _transfer(run), _curves(run), _families(results),
             _probes(_json(run / "eval" / "probes.json")), _viewer(run, stages),
             f'<section id="config"><h2>Config</h2><details><summary>config.yaml</summary><pre>{esc(config)}</pre>'
             "</details></section>" if config else ""]
