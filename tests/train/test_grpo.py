@@ -265,3 +265,28 @@ def test_failed_episodes_are_counted_and_left_out_of_the_loss(trained_dir, tmp_p
         assert x["infra_excluded"] >= n_err
     assert sum(errors) > 0  # weather calls crashed the env ...
     assert sum(x["infra_excluded"] for x in lines) > sum(errors)  # ... and other tool calls timed out
+
+
+def test_mask_truncated_keeps_a_cut_trajectory_in_the_baseline_and_out_of_the_loss():
+    from agentic_rl.train.grpo import _token_advantages
+
+    cut = _traj(0.0)
+    cut.info["cut_by_tokens"] = True
+    group = [_traj(1.0), _traj(0.0), cut, _traj(1.0)]
+    advs, used = _token_advantages([group], GRPOConfig(mask_truncated=True))
+    assert len(used) == 3 and cut not in used
+    full, _ = _token_advantages([group], GRPOConfig())
+    assert torch.equal(advs[0], full[0]) and torch.equal(advs[1], full[1])  # the cut reward still set the baseline
+    assert len(_token_advantages([group], GRPOConfig())[1]) == 4
+
+
+def test_a_turn_cut_by_the_token_limit_is_marked_even_when_the_env_ends_the_episode_on_it(trained_dir):
+    from agentic_rl.runtime.rollout import run_episodes
+
+    env = make_env("tool_use")
+    tasks = [t for t in env.tasks("eval", 40) if t.kind == "trivial"][:4]  # answered at once: the cut text ends it
+    trajs = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(1.0, 1)))
+    assert all(t.info.get("cut_by_tokens") for t in trajs)
+    assert {t.outcome for t in trajs} <= {"ok", "truncated"}
+    long = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(0.0, 64)))
+    assert not any(t.info.get("cut_by_tokens") for t in long)

@@ -39,6 +39,7 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
     turn_info: list[list[dict[str, Any]]] = [[] for _ in ep_tasks]  # what the env said of each turn (for eval)
     results: list[Trajectory | None] = [None] * len(ep_tasks)
     started = [time.monotonic()] * len(ep_tasks)
+    cut: set[int] = set()  # episodes with a turn cut by the token limit
     session = policy.start(envs[0], ep_tasks, samples, seed)
     running = list(range(len(ep_tasks)))
     finished = 0
@@ -48,6 +49,8 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
             still: list[int] = []
             for i, turn in zip(running, turns):
                 env, info, outcome = envs[i], {}, None
+                if turn.finish == "length":
+                    cut.add(i)
                 try:
                     res = env.step(turn.text)
                 except Exception as e:  # an env crash ends this episode as infrastructure failure, not reward 0
@@ -71,6 +74,8 @@ def run_episodes(env_factory: Callable[[], Env], tasks: Sequence[Task], policy: 
                 if outcome is None:
                     still.append(i)
                     continue
+                if i in cut:  # a turn hit the token limit, whether or not the env ended the episode on it
+                    info = {**info, "cut_by_tokens": True}
                 results[i] = _trajectory(env, ep_tasks[i], samples[i], convs[i], rewards[i], outcome,
                                          {**info, "turn_info": turn_info[i]}, session.finish(i, convs[i]))
                 finished += 1

@@ -91,6 +91,10 @@ class GRPOConfig(TrainerConfig):
     """Wall-clock limit of an episode, counted from the start of the sampling round it belongs to and checked after
     each of its turns (None: none). An episode over it ends as `timeout`: an infrastructure failure (a hung tool, a
     stuck sandbox), counted in `infra_excluded` and left out of the loss and of its group's advantages."""
+    mask_truncated: bool = False
+    """Leave trajectories cut by the token limit (a turn reached `max_new_tokens`) out of the loss, as TRL's
+    `mask_truncated_completions` (DAPO's overlong filtering): their rewards still set their group's baseline, but a
+    cut turn is neither reinforced nor punished — a long answer that was going right is not taught "stop sooner"."""
     dynamic_sampling: bool = False
     """Drop zero-variance groups and sample more tasks to refill the batch (DAPO), up to `max_resample` rounds.
     Off by default: on tool_use it costs sampling time without a reliable gain (docs/design-notes.md#grpo-defaults)."""
@@ -320,6 +324,8 @@ def _token_advantages(groups: list[list[Trajectory]], cfg: GRPOConfig) -> tuple[
             else:
                 per_turn = turn_advantages(turn_r, len(g), cfg.gamma, scale=cfg.scale_rewards)
         for t, turn_adv in zip(g, per_turn):
+            if cfg.mask_truncated and t.info.get("cut_by_tokens"):
+                continue  # in the baseline above, out of the loss
             used.append(t)
             advs.append(_spread_over_tokens(t, turn_adv))
     return advs, used
