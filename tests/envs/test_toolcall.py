@@ -4,8 +4,10 @@ from functools import partial
 import pytest
 
 from agentic_rl.envs import check_env, make_env
-from agentic_rl.envs.toolcall.env import CALL_COST, INVALID_COST, _plausible_call, make_id
-from agentic_rl.envs.toolcall.families import BY_ID, FAMILIES, HELD_OUT
+from agentic_rl.envs.toolcall.env import BY_ID, CALL_COST, HELD_OUT, INVALID_COST, _plausible_call, make_id
+from agentic_rl.envs.toolcall.families import FAMILIES
+from agentic_rl.envs.toolcall.families import HELD_OUT as HAND_HELD_OUT
+from agentic_rl.envs.toolcall.generated import GENERATED, HELD_OUT_OBJECTS, OBJECTS
 from agentic_rl.policies import RandomPolicy, TeacherPolicy
 from agentic_rl.runtime.parsing import format_tool_call, format_tool_calls
 from agentic_rl.runtime.rollout import run_episodes
@@ -38,7 +40,10 @@ def test_held_out_families_are_evaluation_only_and_never_shown_in_training():
     env = make_env("toolcall")
     train, evals = env.tasks("train", 400), env.tasks("eval", 400)
     assert not any(f in HELD_OUT for t in train for f, _ in spec(t)["tools"])  # not even as distractors
-    assert {spec(t)["family"] for t in evals} & HELD_OUT == HELD_OUT
+    assert {spec(t)["family"] for t in evals} >= HAND_HELD_OUT
+    assert {BY_ID[spec(t)["family"]].extra.get("object") for t in evals} >= HELD_OUT_OBJECTS
+    nouns = [noun for obj, noun, _, _ in OBJECTS if obj in HELD_OUT_OBJECTS]
+    assert not any(noun in env.reset(t)[0]["content"] + t.prompt for t in train for noun in nouns)
     assert {t.kind.split(":")[0] for t in train} == {"single", "parallel", "chained", "lookup", "no_tool", "in_prompt"}
     assert {spec(t)["lang"] for t in train} == {0, 1}  # English and Chinese requests
 
@@ -162,3 +167,23 @@ def test_bad_arguments_are_clear():
         make_env("toolcall", kinds=["dance"])
     with pytest.raises(ValueError, match=r"distractors in 0\.\.6"):
         make_env("toolcall", distractors=9)
+
+
+def test_generated_families_are_many_distinct_schemas_each_asked_for_in_words():
+    """160 generated families (16 objects × 10 verbs), each with at least one required value the request names,
+    every parameter kind among them, and tasks that never offer one tool name twice."""
+    assert len(GENERATED) == 160 and len({f.action[0] for f in GENERATED}) == 160
+    assert {p.kind for f in GENERATED for p in f.params} == {"string", "integer", "number", "boolean", "enum",
+                                                             "array", "object"}
+    assert all(any(p.required for p in f.params) for f in GENERATED)
+    assert len({tuple((p.name, p.required) for p in f.params) for f in GENERATED}) > 100  # not a few shapes
+    env = make_env("toolcall")
+    for task in env.tasks("train", 300):
+        tools = env.reset(task)[0]["content"].split("Tools:\n")[1].splitlines()
+        names = [json.loads(line)["function"]["name"] for line in tools]
+        assert len(names) == len(set(names))
+        for _, args in task.reference_calls:
+            for value in (v for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)):
+                shown = f"{value:g}" if isinstance(value, float) else str(value)
+                assert shown in task.prompt or value in {make_id(f, k) for f in BY_ID.values()
+                                                                             for k in f.key.values}

@@ -1,8 +1,9 @@
 """`toolcall`: use tools the model has never seen — each task brings its own tool set, read from the schemas.
 
-Every task draws a family of functions (`families.py`: a lookup from a name to an id, and an action on that id with
-typed parameters — string, integer, number, boolean, enum, array, nested object; required and optional) and shows
-its functions beside distractors from other families. The request, in English or Chinese, needs:
+Every task draws a family of functions — a lookup from a name to an id, and an action on that id with typed
+parameters (string, integer, number, boolean, enum, array, nested object; required and optional) — half the time
+one of the 13 hand-written families (`families.py`), half the time one of 160 generated ones (`generated.py`: every
+object × verb, parameters drawn from a pool), and shows its functions beside distractors from other families. The request, in English or Chinese, needs:
   single      one action call, its id given                      parallel   two action calls in one turn
   chained     the lookup, then the action on the id it returned  lookup     the lookup, then the id as the answer
   no_tool     a family whose functions are not offered: no call, say so
@@ -12,8 +13,8 @@ Reward (per turn; they sum to the episode's):
           left out; arrays as sets) and the answer holds what it must: the one id asked for; where no tool fits,
           words that say so (`REFUSAL`); else any text]
         − CALL_COST × (calls beyond the reference's count) − INVALID_COST × (turns that fail to parse or validate)
-Three families are held out for evaluation (`families.HELD_OUT`): the eval split asks for schemas never trained on,
-and training tasks never show them, not even as distractors. A reference call's arguments are JSON values as a call
+Held out for evaluation (`HELD_OUT`): three hand-written families and every generated family of four objects (40);
+the eval split asks for schemas never trained on, and training tasks never show them, not even as distractors. A reference call's arguments are JSON values as a call
 carries them (arrays, objects), so these tasks compare but do not hash.
 """
 
@@ -31,7 +32,16 @@ from ...runtime.parsing import format_tool_calls, message_calls
 from ...runtime.tools import Tool, Toolbox, ToolError, to_json
 from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, split_of, stable_hash, stream_tasks
 from ..tool_env import Score, ToolEnv
-from .families import BY_ID, FAMILIES, HELD_OUT, Family, Param
+from .families import FAMILIES as HAND_WRITTEN
+from .families import HELD_OUT as HAND_HELD_OUT
+from .families import Family, Param
+from .generated import GENERATED, GENERATED_HELD_OUT
+
+# Every family a task may draw: the hand-written ones and the generated ones (generated.py), half of the tasks each.
+CATALOG = HAND_WRITTEN + GENERATED
+BY_ID = {f.id: f for f in CATALOG}
+HELD_OUT = HAND_HELD_OUT | GENERATED_HELD_OUT
+GENERATED_SHARE = 0.5
 
 ID = re.compile(r"\b[A-Z]{1,2}-\d{4}\b")  # the ids make_id gives
 REFUSAL = re.compile(r"\b(?:can ?not|can't|unable|not able|no (?:available )?tool|none of)\b|无法|不能|做不到|没有", re.I)
@@ -98,17 +108,16 @@ class ToolCallEnv(ToolEnv):
 
     def _draw(self, rng: random.Random) -> Draft:
         kind = rng.choice([k for k in self.kinds for _ in range(KIND_WEIGHTS[k])])
-        family, lang = rng.choice(FAMILIES), rng.choice([0, 0, 1])
+        family = rng.choice(GENERATED if rng.random() < GENERATED_SHARE else HAND_WRITTEN)
+        lang = rng.choice([0, 0, 1])
         keys = rng.sample(family.key.values, 2)
         spec = {"kind": kind, "family": family.id, "lang": lang, "keys": keys,
                 "values": [_draw_values(family, rng), _draw_values(family, rng)]}
         prompt, reference, answer = _render(spec)
         # what the agent is asked decides the split: the same request never lands in both
         split: Split = "eval" if family.id in HELD_OUT else split_of(f"toolcall:{prompt}")
-        pool = [f for f in FAMILIES if f is not family and (split == "eval" or f.id not in HELD_OUT)]
-        others = rng.sample(pool, min(len(pool), self.distractors + 1))
         offered = [] if kind == "no_tool" else [(family.id, "lookup"), (family.id, "action")]
-        offered += [(f.id, rng.choice(["lookup", "action"])) for f in others[:self.distractors]]
+        offered += _distractors(family, split, self.distractors, rng)
         rng.shuffle(offered)
         spec["tools"] = offered
         kind_label = f"{kind}:{'new' if family.id in HELD_OUT else 'seen'}"
@@ -296,6 +305,26 @@ def _render(spec: dict[str, Any]) -> tuple[str, tuple, str]:
         return question, (lookup,), ident
     what = _ref(family, family.ref_name, lang, key=key)
     return KNOWN[lang].format(what=what, id=ident) + question, (), ident  # in_prompt
+
+
+def _distractors(family: Family, split: Split, n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`n` functions of other families — none of the task family's object (its other verbs would fit the request
+    or share its lookup), no name twice, none held out from a training task."""
+    pool = [f for f in CATALOG if (split == "eval" or f.id not in HELD_OUT)]
+    rng.shuffle(pool)
+    mine = family.extra.get("object", family.id)
+    names = {family.lookup[0], family.action[0]}
+    out = []
+    for f in pool:
+        which = rng.choice(["lookup", "action"])
+        name = (f.lookup if which == "lookup" else f.action)[0]
+        if len(out) == n:
+            break
+        if f.extra.get("object", f.id) == mine or name in names:
+            continue
+        names.add(name)
+        out.append((f.id, which))
+    return out
 
 
 def _canonical(family: Family, which: str, args: dict[str, Any]) -> tuple[str, str]:
