@@ -81,9 +81,12 @@ class ToolCallEnv(ToolEnv):
                                                  "call_anyway": 0.3, "no_answer": 0.03}
     max_new_tokens: ClassVar[int] = 160
     # A teacher turn is at most 111 SmolLM2 tokens (two parallel calls with every optional argument), so 128 cuts
-    # none; the pretrained ladder's 48 would cut every parallel turn.
-    pretrained_run_defaults: ClassVar[dict[str, Any]] = {"sft": {"max_new_tokens": 128},
-                                                         "grpo": {"max_new_tokens": 128}}
+    # none; the pretrained ladder's 48 would cut every parallel turn. A prompt is ~580 SmolLM2 tokens and differs
+    # per task (its own schemas), so an SFT step of 16 demos takes ~35 s here: 24 steps, 100 evaluation tasks.
+    pretrained_run_defaults: ClassVar[dict[str, Any]] = {
+        "eval_tasks": 100, "robustness_tasks": 5,
+        "sft": {"demos": 384, "max_steps": 24, "max_new_tokens": 128},
+        "grpo": {"max_new_tokens": 128}}
 
     def __init__(self, max_turns: int = 5, fault_rate: float = 0.0, distractors: int = 3,
                  kinds: list[str] | None = None):
