@@ -45,3 +45,44 @@ def test_policy_uses_packed_attention_and_saves_plain_config(tiny_dir, tmp_path)
     assert policy.model.config._attn_implementation == NAME
     policy.model.save_pretrained(tmp_path)
     assert NAME not in json.dumps(json.loads((tmp_path / "config.json").read_text()))
+
+
+def test_a_shared_prefix_read_once_gives_the_logits_of_a_copied_one(tiny_dir):
+    """The sampler's cache keeps the shared prompt once (`share_prefix`) and attention reads it once for every row;
+    the logits equal those of a cache where each row holds its own copy — through a prefill of distinct suffixes
+    (with holes whose queries see no key of their own), a chunk where one row adds nothing, and a decode step."""
+    from agentic_rl.policies.hf.kv_cache import growing_cache, reading_shared_prefix
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    model.set_attn_implementation(NAME)
+    g = torch.Generator().manual_seed(1)
+    prefix = torch.randint(0, model.config.vocab_size, (1, 12), generator=g)
+    rest = torch.randint(0, model.config.vocab_size, (3, 10), generator=g)
+    out = {}
+    for shared in (False, True):
+        cache = growing_cache()
+        attn = torch.ones(1, 12, dtype=torch.long)
+        with torch.no_grad():
+            model(input_ids=prefix, attention_mask=attn, position_ids=torch.arange(12)[None], cache=cache,
+                  use_cache=True)
+            if shared:
+                for layer in cache.layers:
+                    layer.share_prefix()
+            cache.batch_select_indices(torch.zeros(3, dtype=torch.long))
+            attn = attn.expand(3, -1).clone()
+            logits = []
+            # Row 2 starts with three holes: right after the prefix, those queries have no key of their own.
+            chunks = [(rest[:, :6], torch.tensor([[1] * 6, [1] * 6, [0] * 3 + [1] * 3])),
+                      (rest[:, 6:9], torch.tensor([[1] * 3, [0] * 3, [0, 1, 1]])),
+                      (rest[:, 9:], torch.ones(3, 1, dtype=torch.long))]
+            for ids, valid in chunks:
+                attn = torch.cat([attn, valid], dim=1)
+                seen = attn[:, :-ids.shape[1]].sum(1, keepdim=True)
+                pos = (seen + valid.cumsum(1) - 1).clamp(min=0) * valid
+                with reading_shared_prefix(model, cache):
+                    o = model(input_ids=ids, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True)
+                logits.append(o.logits[valid.bool()])
+            out[shared] = torch.cat(logits)
+        assert cache.get_seq_length() == 12 + 10
+    assert torch.isfinite(out[True]).all()
+    torch.testing.assert_close(out[True], out[False], rtol=1e-5, atol=1e-5)

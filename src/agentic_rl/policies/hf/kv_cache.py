@@ -5,12 +5,22 @@ O(L) work per token, a large share of a multi-turn rollout's time on CPU (docs/d
 Here each layer keeps its keys and values in a buffer with spare capacity along the sequence (doubled when full),
 writes new tokens into the next slots, and hands attention a view of the filled part. Same values, same attention;
 only the copying is gone.
+
+A shared prefix (the system prompt every episode of a batch starts with) can be kept once instead of once per row:
+`share_prefix` turns a one-row cache's content into keys and values that every later row reads, and
+`reading_shared_prefix` hands them to the sampler's attention (`attention.py`), which attends to them once for all
+rows. The layer then reports prefix + row length, so masks and positions are as if each row held the prefix.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
+
+from .attention import SHARED_PREFIX
 
 MIN_CAPACITY = 64
 
@@ -24,6 +34,7 @@ class GrowingLayer(DynamicLayer):
         self.length = 0
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
+        self.prefix: tuple[torch.Tensor, torch.Tensor] | None = None  # (keys, values), batch 1, read by every row
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,7 +64,20 @@ class GrowingLayer(DynamicLayer):
         self.keys, self.values = self._k[..., :self.length, :], self._v[..., :self.length, :]
 
     def get_seq_length(self) -> int:
-        return self.length if self.is_initialized else 0
+        if not self.is_initialized:
+            return 0
+        return self.length + (self.prefix[0].shape[-2] if self.prefix is not None else 0)
+
+    def share_prefix(self) -> None:
+        """Make this one-row layer's tokens the prefix every row reads; the rows start empty after it."""
+        if not self.is_initialized or not self.length:
+            return
+        if self.prefix is not None or self.keys.shape[0] != 1:
+            raise ValueError("share_prefix takes a one-row cache without a prefix")
+        self.prefix = (self.keys.clone(), self.values.clone())
+        self._k = self._v = None
+        self.length = 0
+        self.keys, self.values = self.prefix[0][..., :0, :], self.prefix[1][..., :0, :]
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep (or repeat: a shared prefix copied to several rows) the rows in `indices`."""
@@ -71,3 +95,30 @@ class GrowingLayer(DynamicLayer):
 def growing_cache() -> Cache:
     """An empty cache of GrowingLayer, one per model layer as the model first writes to it."""
     return Cache(layer_class_to_replicate=GrowingLayer)
+
+
+def decoder_attention(model: torch.nn.Module) -> list[torch.nn.Module] | None:
+    """The attention module of each decoder layer, in cache-layer order, or None where the model is laid out
+    otherwise (then no prefix is shared)."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    attention = [getattr(layer, "self_attn", None) for layer in layers or []]
+    if not attention or any(a is None or getattr(a, "layer_idx", None) != i for i, a in enumerate(attention)):
+        return None
+    return attention
+
+
+@contextmanager
+def reading_shared_prefix(model: torch.nn.Module, cache: Cache | None) -> Iterator[None]:
+    """Within the block, each attention module of `model` sees its cache layer's shared prefix (if any)."""
+    attention = decoder_attention(model) if cache is not None else None
+    layers = list(getattr(cache, "layers", []))
+    if not attention or not any(getattr(layer, "prefix", None) is not None for layer in layers):
+        yield
+        return
+    for module, layer in zip(attention, layers):
+        setattr(module, SHARED_PREFIX, layer.prefix)
+    try:
+        yield
+    finally:
+        for module in attention:
+            setattr(module, SHARED_PREFIX, None)

@@ -28,10 +28,22 @@ from ...runtime.render import Renderer
 from ...train.logprobs import common_prefix_len
 from ..base import Policy, SamplingConfig, Session, TokenRecord, Turn
 from .attention import NAME as PACKED_GQA
-from .kv_cache import growing_cache
+from .kv_cache import decoder_attention, growing_cache, reading_shared_prefix
 from .last_position import last_position_only
 
 warm_up_vml()  # before any model runs: oneMKL's racy first call would make fresh processes differ (numerics.py)
+
+
+def inverse_cdf_sample(logp: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One token per row of log-probabilities (rows, vocab), drawn by inverting each row's cumulative distribution.
+
+    The same distribution as `torch.multinomial(logp.exp(), 1)` with one uniform draw per row instead of one
+    exponential per vocabulary entry (multinomial's `exponential_` over SmolLM2's 49k entries was ~9 % of sampling
+    time): ~5× faster per decode step here. `right=True` never picks a zero-probability token (its cumulative value
+    equals its predecessor's); the clamp covers u·total rounding up to the last entry."""
+    cdf = logp.exp().cumsum(dim=-1)
+    u = torch.rand(logp.shape[0], 1, generator=gen, device=logp.device, dtype=cdf.dtype) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=logp.shape[-1] - 1).squeeze(1)
 
 
 class TokenContinuityError(RuntimeError):
@@ -120,7 +132,8 @@ class HFSession(Session):
         ids, valid, pos = ids.to(self.dev), valid.to(self.dev), pos.to(self.dev)
         self.attn = torch.cat([self.attn, valid], dim=1)
         # Only the last position is sampled from; a one-token decode step has nothing to skip.
-        with last_position_only(self.model) if width > 1 else nullcontext(), autocast(self.p.precision, self.dev):
+        with (last_position_only(self.model) if width > 1 else nullcontext(), autocast(self.p.precision, self.dev),
+              reading_shared_prefix(self.model, self.cache)):
             out = self.model(input_ids=ids, attention_mask=self.attn, position_ids=pos, cache=self.cache,
                              use_cache=True, logits_to_keep=1)
         self.cache = out.cache if self.cache is None else self.cache
@@ -173,6 +186,9 @@ class HFSession(Session):
         self.rows, self.cache = leaders[:1], growing_cache()
         self.attn = torch.zeros(1, 0, dtype=torch.long, device=self.dev)
         self._forward({leaders[0]: self.tokens[leaders[0]].ids[:shared]})
+        if self._can_share_prefix():  # kept once and read once by every row, instead of copied into each
+            for layer in self.cache.layers:
+                layer.share_prefix()
         for e in leaders:
             self.tokens[e].cached = shared
         self._keep_rows(leaders, source={e: leaders[0] for e in leaders})
@@ -180,6 +196,12 @@ class HFSession(Session):
         for e in episodes:
             self.tokens[e].cached = len(self.tokens[e].ids) - 1
         self._keep_rows(episodes, source={e: leader_of[tuple(self.tokens[e].ids)] for e in episodes})
+
+    def _can_share_prefix(self) -> bool:
+        """The shared prompt is kept once where the sampler's attention runs on the CPU (`attention.py`); elsewhere
+        (a GPU) each row gets a copy, as the fallback would copy it on every forward."""
+        return (self.dev.type == "cpu" and self.model.config._attn_implementation == PACKED_GQA
+                and decoder_attention(self.model) is not None)
 
     def _decode(self, episodes: list[int], logits: dict[int, torch.Tensor]) -> list[Turn]:
         """Sample until every listed episode ends its turn (EOS, the turn's token limit, or the context limit)."""
@@ -194,7 +216,7 @@ class HFSession(Session):
             stacked = torch.stack([logits[e] for e in active])
             logp = torch.log_softmax(stacked / T if T > 0 else stacked, dim=-1)
             if T > 0:
-                tok = torch.multinomial(logp.exp(), 1, generator=self.gen).squeeze(1)
+                tok = inverse_cdf_sample(logp, self.gen)
             else:
                 tok = logp.argmax(dim=-1)
             tok, logp = tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one device sync
