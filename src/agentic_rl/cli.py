@@ -1,5 +1,5 @@
 """The `agentic-rl` command line: run (the whole ladder), sft, grpo, rollout, eval, doctor, probe-hacks, models,
-report."""
+report, serve."""
 
 from __future__ import annotations
 
@@ -456,6 +456,29 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (from agent
         return
     atomic_write_text(path, page)
     console.print(f"report → {path}")
+
+
+@app.command()
+def serve(policy: str = typer.Option(..., help="A model directory, preset (smollm2-135m) or run's model "
+                                              "(RUN/grpo/model)."),
+          host: str = typer.Option("127.0.0.1", help="Address to bind; beyond loopback needs --api-key."),
+          port: int = typer.Option(8000, help="TCP port."),
+          api_key: str | None = typer.Option(None, "--api-key", envvar="AGENTIC_RL_API_KEY",
+                                             help="Require Authorization: Bearer KEY on every route."),
+          model_name: str | None = typer.Option(None, help="The name clients send as `model` (default: the "
+                                                           "policy directory's name)."),
+          max_tokens: int | None = typer.Option(None, help="Tokens per reply when a request gives no max_tokens."),
+          device: str = typer.Option("auto", help="auto, cpu or cuda.")) -> None:
+    """Serve a policy behind an OpenAI-compatible API (/v1/chat/completions, tools, streaming) and record the
+    requests made under /rollouts/{id}/v1 token for token, for training an agent written against the OpenAI API."""
+    from .config import ConfigError
+    from .serve import serve as run_server
+
+    try:
+        run_server(policy, host=host, port=port, api_key=api_key, model_name=model_name, max_tokens=max_tokens,
+                   device=device)
+    except (ConfigError, ImportError) as err:
+        _fail(str(err))
 
 
 def print_trajectory(t: Any) -> None:

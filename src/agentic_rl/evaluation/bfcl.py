@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ..envs.base import Env, EpisodeRecord, Message, StepResult, Task, TurnRecord
-from ..envs.toolcall.env import NO_TOOL, SYSTEM_PROMPT
+from ..envs.toolcall.env import NO_TOOL
 from ..policies.base import Policy
 from ..runtime.parsing import FinalAnswer, ParseError, calls_of, format_tool_calls, parse_turn
 from ..runtime.rollout import run_episodes
-from ..runtime.tools import to_json
+from ..runtime.tools import tools_system_prompt
 from .families import FAMILIES, SCHEMA, aggregate
 
 # The categories whose questions are one user turn with Python-syntax functions, in BFCL's order.
@@ -101,10 +101,9 @@ def prompt_messages(entry: dict[str, Any]) -> list[Message]:
     bfcl = _bfcl()
     functions = bfcl.convert_to_tool(copy.deepcopy(entry["function"]), bfcl.GORILLA_TO_OPENAPI,
                                      bfcl.ModelStyle.OSSMODEL)
-    schemas = "\n".join(to_json({"type": "function", "function": f}) for f in functions)
     turn = entry["question"][0]
     own = "\n\n".join(m["content"] for m in turn if m["role"] == "system")
-    system = (own + "\n\n" if own else "") + SYSTEM_PROMPT + schemas
+    system = tools_system_prompt(own or None, [{"type": "function", "function": f} for f in functions])
     return [{"role": "system", "content": system}, *({"role": m["role"], "content": m["content"]}
                                                       for m in turn if m["role"] != "system")]
 

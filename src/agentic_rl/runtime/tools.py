@@ -18,6 +18,26 @@ from transformers.utils import get_json_schema
 JSON_SEPARATORS = (",", ":")
 
 
+# How a model trained here is told about tools it is given (toolcall's prompt, BFCL's, the gateway's): this
+# instruction, then one compact JSON schema per line (`tools_system_prompt`).
+TOOLS_INSTRUCTION = (
+    "You are an agent with tools, described below. Call a tool only when the request needs it and a tool fits; "
+    "otherwise answer directly, or say that no tool can do it. To call tools, reply with only "
+    '<tool_call>{"name":...,"arguments":{...}}</tool_call> blocks, one per call; several calls that do not depend on '
+    "each other may go in one reply. Use the exact parameter names and types of the schema. When the request is done, "
+    "reply with a short answer.\nTools:\n")
+
+
+def tools_system_prompt(system: str | None, tools: list[dict[str, Any]]) -> str:
+    """A system message with `tools` ({"type": "function", "function": ...}) in it, one compact schema per line after
+    a line ending in "Tools:". A system text that already ends with that header (an env's own prompt) gets the lines
+    directly; other text comes first, then TOOLS_INSTRUCTION and the lines."""
+    lines = "\n".join(to_json(t) for t in tools)
+    if system and system.endswith("Tools:\n"):
+        return system + lines
+    return (system + "\n\n" if system else "") + TOOLS_INSTRUCTION + lines
+
+
 def to_json(value: Any) -> str:
     """Compact JSON, as the agent sees and writes it; non-ASCII text (北京) stays as it is."""
     return json.dumps(value, ensure_ascii=False, separators=JSON_SEPARATORS)

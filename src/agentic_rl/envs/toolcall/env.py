@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ...runtime.parsing import format_tool_calls, message_calls
-from ...runtime.tools import Tool, Toolbox, ToolError, to_json
+from ...runtime.tools import TOOLS_INSTRUCTION, Tool, Toolbox, ToolError, to_json
 from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, split_of, stable_hash, stream_tasks
 from ..tool_env import Score, ToolEnv
 from .families import FAMILIES as HAND_WRITTEN
@@ -48,12 +48,7 @@ REFUSAL = re.compile(r"\b(?:can ?not|can't|unable|not able|no (?:available )?too
 CALL_COST = 0.1
 INVALID_COST = 0.2
 KIND_WEIGHTS = {"single": 3, "parallel": 2, "chained": 2, "lookup": 1, "no_tool": 2, "in_prompt": 1}
-SYSTEM_PROMPT = (
-    "You are an agent with tools, described below. Call a tool only when the request needs it and a tool fits; "
-    "otherwise answer directly, or say that no tool can do it. To call tools, reply with only "
-    '<tool_call>{"name":...,"arguments":{...}}</tool_call> blocks, one per call; several calls that do not depend on '
-    "each other may go in one reply. Use the exact parameter names and types of the schema. When the request is done, "
-    "reply with a short answer.\nTools:\n")
+SYSTEM_PROMPT = TOOLS_INSTRUCTION  # the instruction every tool-using prompt starts with (runtime/tools.py)
 DONE = ("Done.", "已完成。")
 NO_TOOL = ("None of the available tools can do that.", "现有的工具都做不到这件事。")
 TWO_THINGS = ("Please do two things: (1) {a} (2) {b}", "请帮我做两件事：(1) {a} (2) {b}")

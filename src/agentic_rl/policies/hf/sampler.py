@@ -11,10 +11,11 @@ are dropped from the cache so later steps cost less.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -44,6 +45,46 @@ def inverse_cdf_sample(logp: torch.Tensor, gen: torch.Generator) -> torch.Tensor
     cdf = logp.exp().cumsum(dim=-1)
     u = torch.rand(logp.shape[0], 1, generator=gen, device=logp.device, dtype=cdf.dtype) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True).clamp_(max=logp.shape[-1] - 1).squeeze(1)
+
+
+def nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Log-probabilities (vocab,) restricted to the smallest set of most likely tokens whose mass reaches `top_p`
+    (the rest -inf); the kept ones are not renormalised (the draw normalises by the total)."""
+    order = logp.argsort(descending=True)
+    probs = logp[order].exp()
+    keep = probs.cumsum(0) - probs < top_p  # a token is kept while the mass before it is under top_p
+    out = torch.full_like(logp, float("-inf"))
+    out[order[keep]] = logp[order[keep]]
+    return out
+
+
+@dataclass
+class TurnRequest:
+    """One assistant turn to sample from given prompt ids with its own settings (the gateway's requests).
+
+    seed: the row's own random stream (None: the batch's); stop: strings that end the turn where they appear (the
+    text stops before them; the ids keep the token that completed one)."""
+
+    prompt: list[int]
+    temperature: float = 1.0
+    max_new_tokens: int = 96
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass
+class SampledTurn:
+    """A sampled turn: its ids (with the closing EOS when the model ended it), each one's logprob under the row's
+    temperature (before top_p, as vLLM's default reports them), its text, and why it ended."""
+
+    ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish: Literal["stop", "length"]
+    stop: str | None = None  # the stop string that ended it, if one did
+    prompt_tokens: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 class TokenContinuityError(RuntimeError):
@@ -77,6 +118,17 @@ class HFPolicy(Policy):
     def start(self, env: Env, tasks: Sequence[Task], samples: Sequence[int], seed: int) -> Session:
         return HFSession(self, list(tasks), list(samples), seed)
 
+    def sample(self, requests: Sequence[TurnRequest], seed: int = 0,
+               on_token: Callable[[int, int], None] | None = None) -> list[SampledTurn]:
+        """One turn for each request, sampled as one batch (shared prompt prefixes prefilled once).
+
+        on_token(i, token_id) is called as request i's tokens are sampled (streaming)."""
+        requests = list(requests)
+        if not requests:
+            return []
+        session = HFSession(self, [None] * len(requests), list(range(len(requests))), seed)  # type: ignore[list-item]
+        return session.sample(requests, on_token)
+
 
 @dataclass
 class _EpisodeTokens:
@@ -104,6 +156,9 @@ class HFSession(Session):
         self.rows: list[int] = []  # cache row r holds episode rows[r]
         self.cache: Cache | None = None
         self.attn = torch.zeros(0, 0, dtype=torch.long, device=self.dev)  # (rows, slots): 1 where a slot holds a token
+        self.requests: list[TurnRequest] | None = None  # per-row settings (`sample`); None: the policy's for every row
+        self.gens: dict[int, torch.Generator] = {}  # rows with a seed of their own
+        self.on_token: Callable[[int, int], None] | None = None
 
     # -- the cache ----------------------------------------------------------------------------------------------
 
@@ -176,9 +231,12 @@ class HFSession(Session):
 
         The system prompt common to every task is run once; each distinct prompt's remainder is run once; the G
         samples of a task copy its row. The last prompt token is fed per row by `act`, giving each row's logits."""
+        self._prefill_ids(episodes, [self.renderer.render(conv, add_generation_prompt=True).ids
+                                     for conv in conversations])
+
+    def _prefill_ids(self, episodes: list[int], prompts: Sequence[Sequence[int]]) -> None:
         leader_of: dict[tuple[int, ...], int] = {}
-        for e, conv in zip(episodes, conversations):
-            ids = self.renderer.render(conv, add_generation_prompt=True).ids
+        for e, ids in zip(episodes, prompts):
             self.tokens[e] = _EpisodeTokens(list(ids), [0] * len(ids), [0.0] * len(ids), [])
             leader_of.setdefault(tuple(ids), e)
         leaders = list(leader_of.values())
@@ -203,32 +261,76 @@ class HFSession(Session):
         return (self.dev.type == "cpu" and self.model.config._attn_implementation == PACKED_GQA
                 and decoder_attention(self.model) is not None)
 
+    def sample(self, requests: list[TurnRequest], on_token: Callable[[int, int], None] | None) -> list[SampledTurn]:
+        """One turn per request, from its prompt ids with its own settings (`HFPolicy.sample`)."""
+        self.requests, self.on_token = requests, on_token
+        self.gens = {e: torch.Generator(device=self.dev).manual_seed(stable_hash("sample", r.seed) % 2**63)
+                     for e, r in enumerate(requests) if r.seed is not None}
+        episodes = list(range(len(requests)))
+        self._prefill_ids(episodes, [r.prompt for r in requests])
+        logits = self._forward({e: self.tokens[e].ids[self.tokens[e].cached:] for e in episodes})
+        turns = self._decode(episodes, logits)
+        out = []
+        for e, (r, turn) in enumerate(zip(requests, turns)):
+            ids = self.tokens[e].assistant_ids[-1]
+            out.append(SampledTurn(ids, self.tokens[e].logprobs[len(r.prompt):], turn.text, turn.finish,
+                                   self._stopped.get(e), len(r.prompt)))
+        return out
+
+    def _setting(self, e: int) -> TurnRequest:
+        return self.requests[e] if self.requests is not None else self._default
+
+    @property
+    def _default(self) -> TurnRequest:
+        return TurnRequest([], self.cfg.temperature, self.cfg.max_new_tokens)
+
+    def _draw(self, active: list[int], stacked: torch.Tensor) -> tuple[list[int], list[float]]:
+        """The next token of each active row and its logprob under the row's temperature."""
+        settings = [self._setting(e) for e in active]
+        temps = {r.temperature for r in settings}
+        if len(temps) == 1 and all(r.top_p >= 1.0 for r in settings) and not any(e in self.gens for e in active):
+            T = temps.pop()  # every row alike (the env path): one batched draw from the batch's stream
+            logp = torch.log_softmax(stacked / T if T > 0 else stacked, dim=-1)
+            tok = inverse_cdf_sample(logp, self.gen) if T > 0 else logp.argmax(dim=-1)
+        else:
+            T = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in settings], device=stacked.device)
+            logp = torch.log_softmax(stacked / T[:, None], dim=-1)
+            picks = []
+            for k, (e, r) in enumerate(zip(active, settings)):
+                if r.temperature <= 0:
+                    picks.append(logp[k].argmax())
+                    continue
+                row = nucleus(logp[k], r.top_p) if r.top_p < 1.0 else logp[k]
+                picks.append(inverse_cdf_sample(row[None], self.gens.get(e, self.gen))[0])
+            tok = torch.stack(picks)
+        return tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one device sync
+
     def _decode(self, episodes: list[int], logits: dict[int, torch.Tensor]) -> list[Turn]:
-        """Sample until every listed episode ends its turn (EOS, the turn's token limit, or the context limit)."""
-        T = self.cfg.temperature
+        """Sample until every listed episode ends its turn (EOS, a stop string, the turn's token limit, or the
+        context limit)."""
         out_ids: dict[int, list[int]] = {e: [] for e in episodes}
         finish: dict[int, str] = {}
+        self._stopped: dict[int, str] = {}
         while True:
             step: dict[int, list[int]] = {}
             active = [e for e in episodes if e not in finish]
             if not active:
                 break
-            stacked = torch.stack([logits[e] for e in active])
-            logp = torch.log_softmax(stacked / T if T > 0 else stacked, dim=-1)
-            if T > 0:
-                tok = inverse_cdf_sample(logp, self.gen)
-            else:
-                tok = logp.argmax(dim=-1)
-            tok, logp = tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one device sync
+            tok, logp = self._draw(active, torch.stack([logits[e] for e in active]))
             for k, e in enumerate(active):
-                t, ep = tok[k], self.tokens[e]
+                t, ep, setting = tok[k], self.tokens[e], self._setting(e)
                 out_ids[e].append(t)
                 ep.ids.append(t)
                 ep.mask.append(1)
                 ep.logprobs.append(logp[k])
-                if t == self.eos:
+                if self.on_token is not None:
+                    self.on_token(e, t)
+                stop = self._stop_string(out_ids[e], setting.stop) if setting.stop and t != self.eos else None
+                if t == self.eos or stop is not None:
                     finish[e] = "stop"
-                elif len(out_ids[e]) >= self.cfg.max_new_tokens or len(ep.ids) >= self.max_context:
+                    if stop is not None:
+                        self._stopped[e] = stop
+                elif len(out_ids[e]) >= setting.max_new_tokens or len(ep.ids) >= self.max_context:
                     finish[e] = "length"
                 else:
                     step[e] = [t]
@@ -237,8 +339,17 @@ class HFSession(Session):
         turns = []
         for e in episodes:
             self.tokens[e].assistant_ids.append(out_ids[e])
-            turns.append(Turn(self.renderer.decode(out_ids[e]), finish[e]))  # type: ignore[arg-type]
+            text = self.renderer.decode(out_ids[e])
+            if e in self._stopped:
+                text = text[: text.find(self._stopped[e])]
+            turns.append(Turn(text, finish[e]))  # type: ignore[arg-type]
         return turns
+
+    def _stop_string(self, ids: list[int], stops: tuple[str, ...]) -> str | None:
+        """The stop string the turn's text now contains, if any (checked on the text's tail: a stop string can span
+        tokens)."""
+        text = self.renderer.decode(ids[-64:])
+        return next((s for s in stops if s in text), None)
 
     def _check_prefix(self, e: int, have: list[int], full: list[int]) -> None:
         if full[: len(have)] != have:

@@ -1,0 +1,31 @@
+"""The OpenAI-compatible gateway (`agentic-rl serve`): serve a policy to agents written against the OpenAI API and
+record what they did token for token, for training (`app.py`, `records.py`; the scheduler in `engine.py`).
+
+Needs the `serve` extra (FastAPI, uvicorn): pip install -e '.[serve]'."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def serve(policy: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          model_name: str | None = None, max_tokens: int | None = None, device: str = "auto") -> None:
+    """Load the policy and serve it until interrupted."""
+    from .app import check_binding
+
+    check_binding(host, api_key)
+    try:
+        import uvicorn
+    except ImportError as e:
+        raise ImportError("agentic-rl serve needs the serve extra: pip install -e '.[serve]'") from e
+    uvicorn.run(build_app(policy, api_key=api_key, model_name=model_name, max_tokens=max_tokens, device=device),
+                host=host, port=port, log_level="warning")
+
+
+def build_app(policy: str, **kwargs: Any) -> Any:
+    """The FastAPI app serving `policy` (a model directory or preset)."""
+    from ..policies import HFPolicy
+    from .app import Gateway, create_app
+
+    device = kwargs.pop("device", "auto")
+    return create_app(Gateway(HFPolicy(policy, device=device), **kwargs))

@@ -1,0 +1,374 @@
+"""The OpenAI-compatible gateway: /v1/chat/completions in front of a policy, recording rollouts token for token.
+
+Routes (FastAPI):
+  GET  /v1/models                                    the served model
+  POST /v1/chat/completions                          plain serving: nothing recorded
+  POST /rollouts/{rollout_id}/v1/chat/completions    the same, appended to that rollout's record (`records.py`):
+                                                     point an OpenAI client's base_url at /rollouts/{id}/v1
+  GET  /rollouts/{rollout_id}                        the record: segments of ids, loss mask and logprobs
+  POST /rollouts/{rollout_id}/reward                 {"reward": float, "info": {...}} closes it
+Errors are OpenAI's error JSON with the right status; with an API key set, every route needs
+`Authorization: Bearer KEY` (binding beyond loopback requires one: `serve`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..config import ConfigError
+from ..policies.hf.sampler import HFPolicy, SampledTurn, TurnRequest
+from ..runtime.parsing import OPEN, ParallelCalls, ToolCall, calls_of, parse_turn
+from ..runtime.tools import to_json
+from .engine import Engine
+from .protocol import (
+    ApiError,
+    ChatRequest,
+    completion,
+    completion_id,
+    openai_tool_calls,
+    parse_body,
+    parse_request,
+    prompt_messages,
+    usage,
+)
+from .records import Rollout, Segment, continue_ids, extends, request_key
+
+MAX_CALLS = 64  # parallel calls parsed from one turn
+
+
+class Gateway:
+    """The state behind the routes: the engine, the served name, and the rollout records."""
+
+    def __init__(self, policy: HFPolicy, model_name: str | None = None, max_tokens: int | None = None,
+                 api_key: str | None = None, engine: Engine | None = None):
+        self.policy, self.renderer, self.api_key = policy, policy.renderer, api_key
+        self.model_name = model_name or policy.path.name
+        self.max_tokens = max_tokens or policy.sampling.max_new_tokens
+        self.max_context = policy.sampling.max_context or int(
+            getattr(policy.model.config, "max_position_embeddings", 2048))
+        self.engine = engine or Engine(policy)
+        self.rollouts: dict[str, Rollout] = {}
+        self.created = int(time.time())
+
+    # -- one request ----------------------------------------------------------------------------------------------
+
+    def rows(self, req: ChatRequest, prompt: list[int]) -> tuple[list[TurnRequest], list[int]]:
+        """The sampler's rows for a request (n of them) and the ids forced at the start of the reply (tool_choice
+        'required' or a named function: the reply starts inside a call)."""
+        forced = self._forced_text(req)
+        forced_ids = self.policy.tokenizer(forced, add_special_tokens=False)["input_ids"] if forced else []
+        room = self.max_context - len(prompt) - len(forced_ids)
+        if room < 1:
+            raise ApiError(400, f"the prompt is {len(prompt)} tokens; this model's context is {self.max_context} "
+                                "tokens", param="messages", code="context_length_exceeded")
+        max_new = req.max_tokens if req.max_tokens is not None else min(self.max_tokens, room)
+        if max_new > room:
+            raise ApiError(400, f"the prompt is {len(prompt)} tokens and max_tokens asks for {max_new} more; this "
+                                f"model's context is {self.max_context} tokens (at most {room} new ones here)",
+                           param="max_tokens", code="context_length_exceeded")
+        seeds = [None] * req.n if req.seed is None else [req.seed * 1000 + i for i in range(req.n)]
+        return [TurnRequest(prompt + forced_ids, req.temperature, max_new, req.top_p, seeds[i], req.stop)
+                for i in range(req.n)], forced_ids
+
+    def _forced_text(self, req: ChatRequest) -> str:
+        if not req.tools or req.tool_choice in ("auto", "none"):
+            return ""
+        if req.forced_tool is not None:
+            return OPEN + '{"name":' + to_json(req.forced_tool) + ',"arguments":'
+        return OPEN + '{"name":"'
+
+    def choice(self, req: ChatRequest, index: int, turn: SampledTurn, forced_ids: list[int]) -> dict[str, Any]:
+        """One OpenAI choice: every call of the turn as `tool_calls`, or the text as content."""
+        text = (self.renderer.decode(forced_ids) if forced_ids else "") + turn.text
+        calls = self._calls(req, text)
+        message: dict[str, Any] = {"role": "assistant", "content": None if calls else text}
+        if calls:
+            message["tool_calls"] = openai_tool_calls(calls)
+        finish = "tool_calls" if calls else ("length" if turn.finish == "length" else "stop")
+        out: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish}
+        if req.logprobs:
+            out["logprobs"] = {"content": [
+                {"token": self.policy.tokenizer.decode([t]), "logprob": lp, "top_logprobs": []}
+                for t, lp in zip(turn.ids, turn.logprobs)]}
+        if req.return_token_ids:
+            out["token_ids"] = forced_ids + turn.ids
+        return out
+
+    def _calls(self, req: ChatRequest, text: str) -> list[tuple[str, dict[str, Any]]]:
+        """The calls a turn makes, if it is nothing but calls to the request's tools; else none (text stays text)."""
+        if not req.tools or req.tool_choice == "none":
+            return []
+        parsed = parse_turn(text, None, MAX_CALLS)
+        if not isinstance(parsed, ToolCall | ParallelCalls):
+            return []
+        calls = calls_of(parsed)
+        names = {t["function"]["name"] for t in req.tools}
+        return calls if all(name in names for name, _ in calls) else []
+
+    @staticmethod
+    def recorded_message(choice: dict[str, Any]) -> dict[str, Any]:
+        """A reply as the record keeps it, in the project's format (arguments as objects)."""
+        m = choice["message"]
+        out: dict[str, Any] = {"role": "assistant", "content": m["content"] or ""}
+        if m.get("tool_calls"):
+            out["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+                "name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}}
+                for c in m["tool_calls"]]
+        return out
+
+
+def create_app(gateway: Gateway) -> FastAPI:
+    """The FastAPI app over a Gateway."""
+    app = FastAPI(title="agentic-rl gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gateway
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
+        return JSONResponse(ApiError(e.status_code, str(e.detail), kind=kind).body(), status_code=e.status_code)
+
+    @app.exception_handler(Exception)
+    async def server_error(_: Request, e: Exception) -> JSONResponse:  # never a traceback to the client
+        return JSONResponse(ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body(),
+                            status_code=500)
+
+    @app.middleware("http")
+    async def auth(request: Request, call_next: Any) -> Any:
+        if gateway.api_key is not None:
+            given = request.headers.get("authorization", "")
+            if given != f"Bearer {gateway.api_key}":
+                return JSONResponse(ApiError(401, "missing or wrong API key: send Authorization: Bearer KEY",
+                                             code="invalid_api_key", kind="authentication_error").body(),
+                                    status_code=401)
+        return await call_next(request)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": gateway.model_name, "object": "model", "created": gateway.created,
+                                            "owned_by": "agentic-rl"}]}
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "batches": gateway.engine.batches, "rows": gateway.engine.rows_sampled}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Any:
+        return await _chat(gateway, request, None)
+
+    @app.post("/rollouts/{rollout_id}/v1/chat/completions")
+    async def chat_recorded(rollout_id: str, request: Request) -> Any:
+        return await _chat(gateway, request, rollout_id)
+
+    @app.get("/rollouts/{rollout_id}")
+    async def get_rollout(rollout_id: str) -> dict[str, Any]:
+        rollout = gateway.rollouts.get(rollout_id)
+        if rollout is None:
+            raise ApiError(404, f"no rollout {rollout_id!r}: it is created by its first chat request",
+                           code="rollout_not_found", kind="not_found_error")
+        return rollout.to_dict()
+
+    @app.post("/rollouts/{rollout_id}/reward")
+    async def set_reward(rollout_id: str, request: Request) -> dict[str, Any]:
+        rollout = gateway.rollouts.get(rollout_id)
+        if rollout is None:
+            raise ApiError(404, f"no rollout {rollout_id!r}", code="rollout_not_found", kind="not_found_error")
+        body = parse_body(await request.body())
+        reward = body.get("reward")
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            raise ApiError(400, "reward: required, a finite number", param="reward", code="invalid_value")
+        info = body.get("info", {})
+        if not isinstance(info, dict):
+            raise ApiError(400, "info: must be an object", param="info", code="invalid_value")
+        rollout.reward, rollout.info = float(reward), {**rollout.info, **info}
+        return {"id": rollout_id, "reward": rollout.reward}
+
+    return app
+
+
+async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> Any:
+    body = parse_body(await request.body())
+    req = parse_request(body)
+    if req.model != gateway.model_name:
+        raise ApiError(404, f"model {req.model!r} is not served here; this server serves {gateway.model_name!r}",
+                       param="model", code="model_not_found", kind="not_found_error")
+    messages = prompt_messages(req)
+    if rollout_id is None:
+        prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
+        rows, forced = gateway.rows(req, prompt)
+        return await _respond(gateway, req, rows, forced, None)
+    if req.n != 1:
+        raise ApiError(400, "n: must be 1 under a rollout (each choice would be a trajectory of its own; give each "
+                            "sample its own rollout id)", param="n", code="invalid_value")
+    rollout = gateway.rollouts.setdefault(rollout_id, Rollout(rollout_id))
+    key = request_key(body)
+    async with rollout.lock:  # one agent's turns are sequential; a retry waits for the reply it repeats
+        if key in rollout.replies:
+            return await _replay(rollout.replies[key], req.stream, req.include_usage)
+        seg = rollout.segments[-1] if rollout.segments else None
+        reason = "first request" if seg is None else extends(seg, req.messages, req.tools)
+        if reason is None and seg is not None:
+            prompt = seg.ids + continue_ids(seg, messages, gateway.renderer, gateway.renderer.eos_id)
+        else:
+            seg = Segment(reason or "first request", req.tools)
+            prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
+        rows, forced = gateway.rows(req, prompt)
+
+        def record(reply: dict[str, Any], turns: list[SampledTurn]) -> None:
+            turn = turns[0]
+            new = len(prompt) - len(seg.ids)
+            seg.ids = prompt + forced + turn.ids
+            seg.mask += [0] * new + [0] * len(forced) + [1] * len(turn.ids)
+            seg.logprobs += [0.0] * (new + len(forced)) + turn.logprobs
+            seg.turns.append(forced + turn.ids)
+            seg.closed_turn = bool(turn.ids) and turn.ids[-1] == gateway.renderer.eos_id
+            reply_message = Gateway.recorded_message(reply["choices"][0])
+            seg.messages = [*req.messages, reply_message]
+            seg.prompt_messages = [*messages, reply_message]
+            if not rollout.segments or rollout.segments[-1] is not seg:
+                rollout.segments.append(seg)
+            rollout.replies[key] = reply
+
+        return await _respond(gateway, req, rows, forced, record)
+
+
+async def _respond(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int],
+                   record: Any) -> Any:
+    """Sample, then answer as JSON or as server-sent events; `record` keeps the reply in a rollout."""
+    loop = asyncio.get_running_loop()
+    if not req.stream:
+        turns = await asyncio.wrap_future(gateway.engine.submit(rows))
+        reply = _reply(gateway, req, turns, forced, rows)
+        if record is not None:
+            record(reply, turns)
+        return reply
+    tokens: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+    future = gateway.engine.submit(rows, lambda i, t: loop.call_soon_threadsafe(tokens.put_nowait, (i, t)))
+    future.add_done_callback(lambda _: loop.call_soon_threadsafe(tokens.put_nowait, None))
+    return StreamingResponse(_stream(gateway, req, rows, forced, future, tokens, record),
+                             media_type="text/event-stream")
+
+
+def _reply(gateway: Gateway, req: ChatRequest, turns: list[SampledTurn], forced: list[int],
+           rows: list[TurnRequest]) -> dict[str, Any]:
+    choices = [gateway.choice(req, i, turn, forced) for i, turn in enumerate(turns)]
+    reply = completion(gateway.model_name, choices, len(rows[0].prompt) - len(forced),
+                       sum(len(forced) + len(t.ids) for t in turns))
+    if req.return_token_ids:
+        reply["prompt_token_ids"] = rows[0].prompt[:len(rows[0].prompt) - len(forced)]
+    return reply
+
+
+def _sse(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int], future: Any,
+                  tokens: asyncio.Queue[tuple[int, int] | None], record: Any) -> AsyncIterator[str]:
+    """Content deltas as tokens arrive — held back while the text may still become a tool call or a stop string —
+    then each choice's tool calls, its finish reason and (on request) the usage, then [DONE]."""
+    cid, created = completion_id(), int(time.time())
+    head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": gateway.model_name}
+    forced_text = gateway.renderer.decode(forced) if forced else ""
+    ids: list[list[int]] = [[] for _ in rows]
+    sent = [0] * len(rows)
+    hold = max((len(s) for s in req.stop), default=1) - 1
+    for i in range(len(rows)):
+        yield _sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
+                                         "finish_reason": None}]})
+    while (item := await tokens.get()) is not None:
+        i, t = item
+        ids[i].append(t)
+        if forced_text:
+            continue  # a forced call is sent whole at the end
+        text = gateway.renderer.decode(ids[i])
+        if text.lstrip().startswith(OPEN[: len(text.lstrip())]) and req.tools and req.tool_choice != "none":
+            continue  # may be a call: wait for the whole turn
+        safe = len(text) - hold - (1 if text.endswith("\ufffd") else 0)
+        if safe > sent[i]:
+            yield _sse({**head, "choices": [{"index": i, "delta": {"content": text[sent[i]:safe]},
+                                             "finish_reason": None}]})
+            sent[i] = safe
+    try:
+        turns = future.result()
+    except Exception as e:
+        yield _sse(ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body())
+        return
+    reply = _reply(gateway, req, turns, forced, rows)
+    if record is not None:
+        record(reply, turns)
+    for i, choice in enumerate(reply["choices"]):
+        async for chunk in _finish_chunks(head, i, choice, sent[i]):
+            yield chunk
+    if req.include_usage:
+        yield _sse({**head, "choices": [], "usage": reply["usage"]})
+    yield "data: [DONE]\n\n"
+
+
+async def _finish_chunks(head: dict[str, Any], i: int, choice: dict[str, Any], sent: int) -> AsyncIterator[str]:
+    message = choice["message"]
+    if message.get("tool_calls"):
+        for k, call in enumerate(message["tool_calls"]):
+            yield _sse({**head, "choices": [{"index": i, "delta": {"tool_calls": [{"index": k, **call}]},
+                                             "finish_reason": None}]})
+    elif (message["content"] or "")[sent:]:
+        yield _sse({**head, "choices": [{"index": i, "delta": {"content": message["content"][sent:]},
+                                         "finish_reason": None}]})
+    last: dict[str, Any] = {"index": i, "delta": {}, "finish_reason": choice["finish_reason"]}
+    if "logprobs" in choice:
+        last["logprobs"] = choice["logprobs"]
+    if "token_ids" in choice:
+        last["token_ids"] = choice["token_ids"]
+    yield _sse({**head, "choices": [last]})
+
+
+async def _replay(reply: dict[str, Any], stream: bool, include_usage: bool) -> Any:
+    """A retried request: the recorded reply again, as JSON or as one stream."""
+    if not stream:
+        return reply
+    head = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"],
+            "model": reply["model"]}
+
+    async def events() -> AsyncIterator[str]:
+        for i, choice in enumerate(reply["choices"]):
+            yield _sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
+                                             "finish_reason": None}]})
+            async for chunk in _finish_chunks(head, i, choice, 0):
+                yield chunk
+        if include_usage:
+            yield _sse({**head, "choices": [], "usage": reply["usage"]})
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, api_key: str | None) -> None:
+    """A server reachable from other machines must not be open to them: binding beyond loopback needs a key."""
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(f"--host {host} is reachable from other machines: give --api-key KEY (clients send "
+                          "Authorization: Bearer KEY), or bind 127.0.0.1")
+
+
+__all__ = ["Gateway", "check_binding", "create_app", "usage"]
