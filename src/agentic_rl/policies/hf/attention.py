@@ -80,6 +80,11 @@ def _with_shared_prefix(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     length), boolean or additive, or None (one query that sees every key); prefix keys/values (1, kv_heads, P, dim).
     Every query sees the whole prefix: it precedes every row's tokens (rows are copied from it after the prefill)."""
     flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    # Under bf16 autocast the projections disagree (rotary embeddings give fp32 queries and keys, values stay bf16);
+    # scaled_dot_product_attention is cast by autocast, this kernel is not: cast as autocast would.
+    dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else query.dtype
+    query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+    prefix = (prefix[0].to(dtype), prefix[1].to(dtype))
     batch, heads, q_len, dim = query.shape
     kv_heads, plen = heads // groups, prefix[0].shape[-2]
     rows = groups * q_len  # the query heads sharing a key/value head, packed as rows of that head
