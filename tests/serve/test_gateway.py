@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+import torch
 
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
@@ -94,12 +95,12 @@ def test_streaming_gives_the_same_text_and_calls(server, env):
             (c.function.name, c.function.arguments) for c in whole.message.tool_calls or []]
 
 
-def _agent(client, env, task):
+def _agent(client, env, task, temperature=0.0):
     """tool_use's loop as an agent: the env's tools are called on each reply's tool_calls until a text answer."""
     messages = _task_messages(env, task)
     for _ in range(env.max_turns):
-        reply = client.chat.completions.create(model=MODEL, messages=messages, tools=_tools(), temperature=0,
-                                               max_tokens=48).choices[0].message
+        reply = client.chat.completions.create(model=MODEL, messages=messages, tools=_tools(),
+                                               temperature=temperature, max_tokens=48).choices[0].message
         if not reply.tool_calls:
             return reply
         messages.append({"role": "assistant", "content": reply.content, "tool_calls": [
@@ -135,6 +136,26 @@ def test_a_recorded_rollout_has_the_env_paths_ids_mask_and_logprobs(server, trai
         rollout = gateway.rollouts[f"exact-{k}"]
         assert rollout.trajectories(gateway.renderer)[0].ids == traj.ids
     assert multi >= 1  # at least one episode made a call and got its result back
+
+
+def test_sampled_records_logprobs_equal_a_fresh_forward(server):
+    """At T = 1 every recorded logprob equals a plain forward over the recorded ids, within the tolerance GRPO's
+    check_logprobs uses in fp32 (1e-3)."""
+    from agentic_rl.train.logprobs import sequence_logprobs
+
+    base, gateway = server
+    env = make_env("tool_use")
+    trajs = []
+    for k, task in enumerate(env.tasks("eval", 4, seed=5)):
+        _agent(openai.OpenAI(base_url=f"{base}/rollouts/t1-{k}/v1", api_key="none"), make_env("tool_use"), task,
+               temperature=1.0)
+        trajs += gateway.rollouts[f"t1-{k}"].trajectories(gateway.renderer)
+    with torch.no_grad():
+        logp, _ = sequence_logprobs(gateway.policy.model, [t.ids for t in trajs], 1.0, masks=[t.mask for t in trajs])
+    worst = max(abs(float(logp[b, i]) - lp) for b, t in enumerate(trajs)
+                for i, (m, lp) in enumerate(zip(t.mask, t.logprobs)) if m)
+    print(f"max |recorded - recomputed| logprob: {worst:.2e}")
+    assert sum(sum(t.mask) for t in trajs) > 20 and worst <= 1e-3, worst
 
 
 def test_a_retry_returns_the_recorded_reply_and_rewriting_history_starts_a_segment(server, env):
