@@ -75,10 +75,9 @@ class ToolCallEnv(ToolEnv):
     default_noise: ClassVar[dict[str, float]] = {"wrong_value": 0.1, "drop_optional": 0.1, "extra_call": 0.1,
                                                  "call_anyway": 0.3, "no_answer": 0.03}
     max_new_tokens: ClassVar[int] = 160
-    # With the generated families a teacher turn reaches 145 SmolLM2 tokens (3,000 train episodes: 24 of 6,208 turns
-    # over 128, none over 145; parallel calls with arrays and nested objects), so 176 cuts none; the pretrained
-    # ladder's 48 would cut every parallel turn. A prompt is ~580 SmolLM2 tokens and differs
-    # per task (its own schemas), so an SFT step of 16 demos takes ~35 s here: 24 steps, 100 evaluation tasks.
+    # The pretrained ladder's turn budget must hold the longest teacher turn (parallel calls with arrays and nested
+    # objects); a prompt differs per task (its own schemas), so SFT steps are costly: a short SFT, 100 evaluation
+    # tasks (docs/design-notes.md#toolcall-budget).
     pretrained_run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 100, "robustness_tasks": 5,
         "sft": {"demos": 384, "max_steps": 24, "max_new_tokens": 176},

@@ -39,8 +39,7 @@ def inverse_cdf_sample(logp: torch.Tensor, gen: torch.Generator) -> torch.Tensor
     """One token per row of log-probabilities (rows, vocab), drawn by inverting each row's cumulative distribution.
 
     The same distribution as `torch.multinomial(logp.exp(), 1)` with one uniform draw per row instead of one
-    exponential per vocabulary entry (multinomial's `exponential_` over SmolLM2's 49k entries was ~9 % of sampling
-    time): ~5× faster per decode step here. `right=True` never picks a zero-probability token (its cumulative value
+    exponential per vocabulary entry (docs/design-notes.md#the-token-draw). `right=True` never picks a zero-probability token (its cumulative value
     equals its predecessor's); the clamp covers u·total rounding up to the last entry."""
     cdf = logp.exp().cumsum(dim=-1)
     u = torch.rand(logp.shape[0], 1, generator=gen, device=logp.device, dtype=cdf.dtype) * cdf[:, -1:]
@@ -157,6 +156,7 @@ class HFSession(Session):
         self.cache: Cache | None = None
         self.attn = torch.zeros(0, 0, dtype=torch.long, device=self.dev)  # (rows, slots): 1 where a slot holds a token
         self.requests: list[TurnRequest] | None = None  # per-row settings (`sample`); None: the policy's for every row
+        self.default = TurnRequest([], self.cfg.temperature, self.cfg.max_new_tokens)
         self.gens: dict[int, torch.Generator] = {}  # rows with a seed of their own
         self.on_token: Callable[[int, int], None] | None = None
 
@@ -278,11 +278,7 @@ class HFSession(Session):
         return out
 
     def _setting(self, e: int) -> TurnRequest:
-        return self.requests[e] if self.requests is not None else self._default
-
-    @property
-    def _default(self) -> TurnRequest:
-        return TurnRequest([], self.cfg.temperature, self.cfg.max_new_tokens)
+        return self.requests[e] if self.requests is not None else self.default
 
     def _draw(self, active: list[int], stacked: torch.Tensor) -> tuple[list[int], list[float]]:
         """The next token of each active row and its logprob under the row's temperature."""
