@@ -146,3 +146,15 @@ def test_commands_that_run_no_model_load_no_model_code(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_bad_agent_or_tasks_file_is_refused_before_anything_is_written(tmp_path):
+    example = Path(__file__).parents[1] / "examples" / "openai_agent.py"
+    for args, message in [(["--agent", "openai_agent"], "agent 'openai_agent': give module:function"),
+                          (["--agent", f"{example}:walk"], "has no function 'walk' (it has: "),
+                          (["--agent", f"{example}:run", f"tasks_file={tmp_path / 'none.jsonl'}"],
+                           "none.jsonl: there is no such file"),
+                          ([f"tasks_file={tmp_path / 'none.jsonl'}"], "tasks_file")]:
+        r = runner.invoke(app, ["grpo", "--out", str(tmp_path / "run"), *args])
+        assert r.exit_code == 2 and message in r.output, (args, r.output)
+        assert not (tmp_path / "run").exists()

@@ -154,12 +154,18 @@ def _saved_base(out: Path, resume: bool) -> dict[str, Any] | None:
         _fail(str(e))
 
 
+AGENT_OPTION = typer.Option(None, help="Train your own agent: module:function or file.py:function, called as "
+                                         "function(task, client) -> reward with an openai client on the gateway "
+                                         "(needs the serve extra).")
+
+
 @app.command(context_settings=_KEYS, cls=_with_config_help(_lazy("pipeline", "RunConfig"), RUN_NOTE, skip=("sft", "grpo")))
 def run(ctx: typer.Context,
         env: str | None = typer.Option(None, help="Environment name (default: tool_use)."),
         policy: str | None = typer.Option(None, help="The model the ladder starts from (default: tiny)."),
         seed: int | None = typer.Option(None, help="Seed for tasks, sampling and every stage (default: 0)."),
         out: Path = typer.Option(Path("runs/run"), help="Run directory."),
+        agent: str | None = AGENT_OPTION,
         config: Path | None = CONFIG_OPTION,
         resume: bool = typer.Option(False, help="Continue the run in --out under its saved config: finished "
                                                 "stages are kept.")) -> None:
@@ -168,6 +174,8 @@ def run(ctx: typer.Context,
     Extra arguments: key=value config overrides (sft.lr=1e-3, grpo.steps=20)."""
     from .pipeline import RunConfig, env_run_defaults, run_pipeline
 
+    if agent is not None:  # GRPO's episodes come from the agent; the stages are still compared in the env's loop
+        ctx.args.append(f"grpo.agent={agent}")
     base = _saved_base(out, resume)
     if base is None:
         try:
@@ -199,13 +207,15 @@ def grpo(ctx: typer.Context,
          policy: str | None = typer.Option(None, help="Starting policy (default: runs/sft/model)."),
          seed: int | None = typer.Option(None, help="Seed for tasks and sampling (default: 0)."),
          out: Path = typer.Option(Path("runs/grpo"), help="Run directory."),
+         agent: str | None = AGENT_OPTION,
          config: Path | None = CONFIG_OPTION,
          resume: bool = typer.Option(False, help="Continue the run in --out from its latest checkpoint, under its "
                                                  "saved config.")) -> None:
     """Agentic GRPO from a starting policy. Extra arguments: key=value config overrides."""
     from .train.grpo import GRPOConfig, train_grpo
 
-    cfg = _config(GRPOConfig, ctx, config, base=_saved_base(out, resume), env=env, policy=policy, seed=seed)
+    cfg = _config(GRPOConfig, ctx, config, base=_saved_base(out, resume), env=env, policy=policy, seed=seed,
+                  agent=agent)
     _train(train_grpo, cfg, out, resume)
 
 

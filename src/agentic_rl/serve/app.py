@@ -19,6 +19,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -58,7 +59,17 @@ class Gateway:
             getattr(policy.model.config, "max_position_embeddings", 2048))
         self.engine = engine or Engine(policy)
         self.rollouts: dict[str, Rollout] = {}
+        self.any_model = False  # a trainer serves whatever model name the agent asks for with the policy in training
+        self.closed: set[str] = set()  # rollouts a trainer has taken: later requests under them are refused
+        # Set by a trainer: recorded requests sample at this temperature with top_p 1, whatever they ask, so the
+        # recorded logprobs are the distribution the loss computes
+        self.record_temperature: float | None = None
         self.created = int(time.time())
+
+    def take(self, rollout_id: str) -> Rollout | None:
+        """Close a rollout and hand its record over (None if the agent never called the model under it)."""
+        self.closed.add(rollout_id)
+        return self.rollouts.pop(rollout_id, None)
 
     # -- one request ----------------------------------------------------------------------------------------------
 
@@ -202,7 +213,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> Any:
     body = parse_body(await request.body())
     req = parse_request(body)
-    if req.model != gateway.model_name:
+    if req.model != gateway.model_name and not gateway.any_model:
         raise ApiError(404, f"model {req.model!r} is not served here; this server serves {gateway.model_name!r}",
                        param="model", code="model_not_found", kind="not_found_error")
     messages = prompt_messages(req)
@@ -210,6 +221,11 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
         prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
         rows, forced = gateway.rows(req, prompt)
         return await _respond(gateway, req, rows, forced, None)
+    if rollout_id in gateway.closed:
+        raise ApiError(409, f"rollout {rollout_id!r} is closed: its episode has ended (timed out, or its record was "
+                            "taken for training)", code="rollout_closed", kind="invalid_request_error")
+    if gateway.record_temperature is not None:
+        req = replace(req, temperature=gateway.record_temperature, top_p=1.0)
     if req.n != 1:
         raise ApiError(400, "n: must be 1 under a rollout (each choice would be a trajectory of its own; give each "
                             "sample its own rollout id)", param="n", code="invalid_value")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -45,6 +46,15 @@ class Engine:
         self.jobs.put(job)
         return job.future
 
+    def wait_idle(self, timeout_s: float = 60.0) -> bool:
+        """Wait until no job is queued or sampling (a trainer updates the weights only then); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while self.jobs.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def close(self) -> None:
         self.jobs.put(None)
         self._thread.join(timeout=30)
@@ -67,23 +77,32 @@ class Engine:
         return batch
 
     def _loop(self) -> None:
-        while (batch := self._take()) is not None:
-            batch = [j for j in batch if j.future.set_running_or_notify_cancel()]
-            rows = [r for j in batch for r in j.rows]
-            owner = [(j, i) for j in batch for i in range(len(j.rows))]
+        while (taken := self._take()) is not None:
             try:
-                turns = self.policy.sample(rows, seed=self.batches, on_token=_dispatch(owner))
-            except Exception as e:  # a bad batch fails its requests; the server goes on
-                for j in batch:
-                    j.future.set_exception(e)
-                continue
+                self._run([j for j in taken if j.future.set_running_or_notify_cancel()])
             finally:
-                self.batches += 1
-            self.rows_sampled += len(rows)
-            start = 0
+                for _ in taken:
+                    self.jobs.task_done()
+
+    def _run(self, batch: list[Job]) -> None:
+        """Sample the jobs' rows as one batch and hand each job its turns."""
+        if not batch:
+            return
+        rows = [r for j in batch for r in j.rows]
+        owner = [(j, i) for j in batch for i in range(len(j.rows))]
+        try:
+            turns = self.policy.sample(rows, seed=self.batches, on_token=_dispatch(owner))
+        except Exception as e:  # a bad batch fails its requests; the server goes on
             for j in batch:
-                j.future.set_result(turns[start:start + len(j.rows)])
-                start += len(j.rows)
+                j.future.set_exception(e)
+            return
+        finally:
+            self.batches += 1
+        self.rows_sampled += len(rows)
+        start = 0
+        for j in batch:
+            j.future.set_result(turns[start:start + len(j.rows)])
+            start += len(j.rows)
 
 
 def _dispatch(owner: list[tuple[Job, int]]) -> Callable[[int, int], None]:

@@ -9,13 +9,14 @@ The seed's §6: "same question, many samples, compare within the group; raise th
 from __future__ import annotations
 
 import math
+import random
 import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..atomic import atomic_write_json
 from ..config import used_only_with
@@ -26,6 +27,7 @@ from ..policies import HFPolicy, SamplingConfig
 from ..runtime.rollout import run_episodes
 from ..runtime.trajectory import Trajectory
 from ..ui import console, progress
+from .agent import AgentEpisodes, episodes_of, load_agent, read_tasks_file
 from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
 from .config import TrainerConfig
 from .grpo_math import advantages, batch_loss, clipped_surrogate, kl_k3, kl_k3_ratio, turn_advantages
@@ -113,6 +115,24 @@ class GRPOConfig(TrainerConfig):
     """Sampling temperature for evaluation."""
     checkpoint_every: int = Field(10, ge=1)
     """Save a resumable checkpoint every this many steps."""
+    agent: str | None = None
+    """Train your own agent instead of the env's turn loop: `module:function` or `file.py:function`, called as
+    `function(task, client) -> reward` with an `openai.OpenAI` client pointed at the gateway under the episode's
+    rollout id; every request it makes is recorded token for token and trained on (train/agent.py). Needs the
+    serve extra and openai."""
+    tasks_file: str | None = None
+    """With `agent`: a JSONL file of task dicts to train on instead of the env's tasks; a line with
+    "split": "eval" is held out for evaluation."""
+    agent_workers: int = Field(32, ge=1)
+    """With `agent`: episodes run at once, each in a thread of its own; the gateway samples their turns as
+    batches."""
+
+    @model_validator(mode="after")
+    def _agent_advantages(self) -> GRPOConfig:
+        if self.agent and self.advantage == "turn":
+            raise ValueError("advantage=turn needs the env's per-turn rewards; an agent function returns one reward "
+                             "per episode: use advantage=trajectory with agent")
+        return self
 
     @field_validator("group_size")
     @classmethod
@@ -125,12 +145,16 @@ class GRPOConfig(TrainerConfig):
     def inapplicable(self) -> dict[str, str]:
         return super().inapplicable() | used_only_with(
             ("kl_estimator", "beta > 0", self.beta > 0), ("gamma", "advantage=turn", self.advantage == "turn"),
-            ("max_resample", "dynamic_sampling=true", self.dynamic_sampling))
+            ("max_resample", "dynamic_sampling=true", self.dynamic_sampling),
+            ("tasks_file", "agent", bool(self.agent)), ("agent_workers", "agent", bool(self.agent)))
 
 
 def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t_start = time.time()
     cfg, env_factory, env = cfg.open_env()  # the config as it runs (the env's turn budget filled in) is the one saved
+    agent_fn = load_agent(cfg.agent) if cfg.agent else None  # a bad spec or tasks file is refused before any write
+    n_pool = cfg.steps * cfg.tasks_per_step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0))
+    pool, eval_tasks = _task_pools(cfg, env, n_pool)  # step k draws its tasks from its own slice: resumable
     out, ckpt = Path(out), prepare_run_dir("GRPO", cfg, out, resume)
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
     policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens),
@@ -150,113 +174,132 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
         console.print(f"resumed from {ckpt.name} at step {step}")
     eval_policy = HFPolicy(cfg.policy, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens), model=model,
                            tokenizer=tok, precision=cfg.precision)
-    eval_tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
-    n_pool = cfg.steps * cfg.tasks_per_step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0))
-    pool = env.tasks("train", n_pool, cfg.seed)  # step k draws its tasks from its own slice: resumable
-    if step == 0:
-        check_logprobs(policy, env_factory, pool[:2], cfg, seed=cfg.seed)
+    # the user's agent through the gateway (train/agent.py), or the env's turn loop
+    agent = AgentEpisodes(agent_fn, policy, cfg.env, cfg.agent_workers, cfg.episode_timeout_s) if agent_fn else None
 
-    with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"grpo:{out.name}") as reporter, \
-            progress() as bar:
-        job = bar.add_task("GRPO", total=cfg.steps, completed=step)
-        while step < cfg.steps:
-            t0 = time.time()
-            # 1. Sample B tasks × G trajectories (more with dynamic sampling) and score them in the env.
-            model.eval()
-            groups, n_sampled, round_ = [], 0, 0
-            per_round = cfg.tasks_per_step
-            while True:
-                lo = (step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0)) + round_) * per_round
-                tasks = pool[lo:lo + per_round]
-                trajs = run_episodes(env_factory, tasks, policy, cfg.group_size,
-                                     seed=stable_hash("grpo", cfg.seed, step, round_) % 2**31,
-                                     episode_timeout_s=cfg.episode_timeout_s)
-                n_sampled += len(trajs)
-                new = [trajs[i:i + cfg.group_size] for i in range(0, len(trajs), cfg.group_size)]
-                if cfg.dynamic_sampling:
-                    new = [g for g in new if _has_signal(g, cfg)]
-                groups += new
-                round_ += 1
-                if not cfg.dynamic_sampling or len(groups) >= cfg.tasks_per_step or round_ > cfg.max_resample:
+    def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
+        if agent is not None:
+            return agent.run(tasks, cfg.group_size, "-".join(map(str, key)), cfg.temperature)
+        return run_episodes(env_factory, tasks, policy, cfg.group_size, seed=stable_hash("grpo", *key) % 2**31,
+                            episode_timeout_s=cfg.episode_timeout_s)
+
+    def evaluate() -> dict[str, Any]:
+        if agent is None:
+            return evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
+        model.eval()
+        return summarize(episodes_of(agent.run(eval_tasks, 1, f"eval-{step}", cfg.eval_temperature)))
+
+    try:
+        if step == 0:
+            if agent is None:
+                check_logprobs(policy, env_factory, pool[:2], cfg, seed=cfg.seed)
+            else:
+                check_trajectory_logprobs(policy, agent.run(pool[:1], 2, "check", cfg.temperature), cfg)
+
+        with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"grpo:{out.name}") as reporter, \
+                progress() as bar:
+            job = bar.add_task("GRPO", total=cfg.steps, completed=step)
+            while step < cfg.steps:
+                t0 = time.time()
+                # 1. Sample B tasks × G trajectories (more with dynamic sampling) and score them in the env.
+                model.eval()
+                groups, n_sampled, round_ = [], 0, 0
+                per_round = cfg.tasks_per_step
+                while True:
+                    lo = (step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0)) + round_) * per_round
+                    tasks = pool[lo:lo + per_round]
+                    trajs = sample(tasks, (cfg.seed, step, round_))
+                    n_sampled += len(trajs)
+                    new = [trajs[i:i + cfg.group_size] for i in range(0, len(trajs), cfg.group_size)]
+                    if cfg.dynamic_sampling:
+                        new = [g for g in new if _has_signal(g, cfg)]
+                    groups += new
+                    round_ += 1
+                    if not cfg.dynamic_sampling or len(groups) >= cfg.tasks_per_step or round_ > cfg.max_resample:
+                        break
+                groups = groups[: cfg.tasks_per_step] if cfg.dynamic_sampling and groups else groups
+                batch = [t for g in groups for t in g]
+                t_sampled = time.time()
+
+                # 2. Advantages, group-relative. Infrastructure failures are left out of their group and of the loss.
+                adv_tok, used = _token_advantages(groups, cfg)
+                signal = [g for g in groups if _has_signal(g, cfg)]
+                zero_frac = 1 - len(signal) / max(len(groups), 1)
+                zero_streak = zero_streak + 1 if not signal else 0
+                if zero_streak >= cfg.zero_variance_patience:  # no signal: stop rather than spend compute on nothing
+                    stopped = (f"every group had equal rewards for {zero_streak} steps: no learning signal. Try: "
+                               f"more SFT (if all fail), a higher temperature (now {cfg.temperature}), a larger "
+                               f"group_size (now {cfg.group_size}), or easier/harder tasks so some samples succeed "
+                               "and some fail")
+                    console.print(f"[yellow]GRPO stopped at step {step}:[/] {stopped}")
                     break
-            groups = groups[: cfg.tasks_per_step] if cfg.dynamic_sampling and groups else groups
-            batch = [t for g in groups for t in g]
-            t_sampled = time.time()
 
-            # 2. Advantages, group-relative. Infrastructure failures are left out of their group and of the loss.
-            adv_tok, used = _token_advantages(groups, cfg)
-            signal = [g for g in groups if _has_signal(g, cfg)]
-            zero_frac = 1 - len(signal) / max(len(groups), 1)
-            zero_streak = zero_streak + 1 if not signal else 0
-            if zero_streak >= cfg.zero_variance_patience:  # no signal: stop rather than spend compute on nothing
-                stopped = (f"every group had equal rewards for {zero_streak} steps: no learning signal. Try: more SFT "
-                           f"(if all fail), a higher temperature (now {cfg.temperature}), a larger group_size (now "
-                           f"{cfg.group_size}), or easier/harder tasks so some samples succeed and some fail")
-                console.print(f"[yellow]GRPO stopped at step {step}:[/] {stopped}")
-                break
+                # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches (none when no
+                #    trajectory is left: every one an infrastructure failure, or dynamic sampling kept no group).
+                model.train()
+                stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
+                n_tokens = sum(sum(t.mask) for t in used)
+                groups_of_rows = micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens)
+                if not used:
+                    console.print(f"[yellow]GRPO step {step + 1}: no update[/] — "
+                                  + (f"all {len(batch)} trajectories were infrastructure failures "
+                                     f"({summarize(batch)['infra_failures']}: env errors or time-outs)" if batch else
+                                     f"dynamic sampling kept no group with signal in {round_} rounds"))
+                for _ in range(cfg.mu if used else 0):
+                    with autocast(cfg.precision, device):
+                        shared = SharedPrefix(model, [t.ids for t in used])  # the system prompt, once per pass
+                    for rows in groups_of_rows:
+                        _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
+                                    n_tokens, stats, shared)
+                    shared.backward()
+                    torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                step += 1
 
-            # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches (none when no
-            #    trajectory is left: every one an infrastructure failure, or dynamic sampling kept no group).
-            model.train()
-            stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
-            n_tokens = sum(sum(t.mask) for t in used)
-            groups_of_rows = micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens)
-            if not used:
-                console.print(f"[yellow]GRPO step {step + 1}: no update[/] — "
-                              + (f"all {len(batch)} trajectories were infrastructure failures "
-                                 f"({summarize(batch)['infra_failures']}: env errors or time-outs)" if batch else
-                                 f"dynamic sampling kept no group with signal in {round_} rounds"))
-            for _ in range(cfg.mu if used else 0):
-                with autocast(cfg.precision, device):
-                    shared = SharedPrefix(model, [t.ids for t in used])  # the system prompt, once per pass
-                for rows in groups_of_rows:
-                    _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
-                                n_tokens, stats, shared)
-                shared.backward()
-                torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            step += 1
+                # 4. Log the learning signal.
+                s = summarize(episodes_of(batch))
+                rewards = torch.tensor([t.reward for t in episodes_of(batch) if not t.is_infra_failure] or [0.0])
+                record = {"step": step, "reward_mean": rewards.mean().item(),
+                          "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
+                          "success_rate": s["success_rate"], "zero_variance_frac": zero_frac,
+                          "loss": stats["loss"] / cfg.mu, "clip_frac": stats["clip_frac"] / max(n_tokens * cfg.mu, 1),
+                          "approx_kl": stats["kl_old"] / max(n_tokens * cfg.mu, 1),
+                          "entropy": stats["entropy"] / max(n_tokens * cfg.mu, 1),
+                          "kl_ref": stats["kl_ref"] / max(n_tokens * cfg.mu, 1),
+                          "tokens_per_traj": sum(sum(t.mask or []) for t in batch) / max(len(batch), 1),
+                          "tool_calls_per_traj": s["tool_calls_per_episode"], "truncation_rate": s["truncation_rate"],
+                          "env_error_rate": sum(t.outcome == "env_error" for t in batch) / max(len(batch), 1),
+                          "infra_excluded": s["infra_failures"], "trajectories_sampled": n_sampled,
+                          "trajectories_trained": len(used),
+                          "sample_seconds": round(t_sampled - t0, 2), "seconds": round(time.time() - t0, 2)}
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                    record["eval"] = evaluate()
+                    if record["eval"]["success_rate"] > best:
+                        best = record["eval"]["success_rate"]
+                        save_model_dir(trainee.to_publish, tok, out / "best")
+                reporter.log(record)
+                if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                    state = {"optimizer": opt.state_dict(), "step": step, "best": best, "zero_streak": zero_streak}
+                    save_checkpoint(out, step, trainee.to_checkpoint, tok, state, cfg.to_yaml())
+                bar.update(job, completed=step, description=f"GRPO r̄ {record['reward_mean']:+.2f} "
+                                                            f"succ {record['success_rate']:.2f}")
 
-            # 4. Log the learning signal.
-            s = summarize(batch)
-            rewards = torch.tensor([t.reward for t in batch if not t.is_infra_failure] or [0.0])
-            record = {"step": step, "reward_mean": rewards.mean().item(),
-                      "reward_std": rewards.std().item() if rewards.numel() > 1 else 0.0,
-                      "success_rate": s["success_rate"], "zero_variance_frac": zero_frac,
-                      "loss": stats["loss"] / cfg.mu, "clip_frac": stats["clip_frac"] / max(n_tokens * cfg.mu, 1),
-                      "approx_kl": stats["kl_old"] / max(n_tokens * cfg.mu, 1),
-                      "entropy": stats["entropy"] / max(n_tokens * cfg.mu, 1),
-                      "kl_ref": stats["kl_ref"] / max(n_tokens * cfg.mu, 1),
-                      "tokens_per_traj": sum(sum(t.mask) for t in batch) / max(len(batch), 1),
-                      "tool_calls_per_traj": s["tool_calls_per_episode"], "truncation_rate": s["truncation_rate"],
-                      "env_error_rate": sum(t.outcome == "env_error" for t in batch) / max(len(batch), 1),
-                      "infra_excluded": s["infra_failures"], "trajectories_sampled": n_sampled,
-                      "trajectories_trained": len(used),
-                      "sample_seconds": round(t_sampled - t0, 2), "seconds": round(time.time() - t0, 2)}
-            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-                record["eval"] = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
-                if record["eval"]["success_rate"] > best:
-                    best = record["eval"]["success_rate"]
-                    save_model_dir(trainee.to_publish, tok, out / "best")
-            reporter.log(record)
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                state = {"optimizer": opt.state_dict(), "step": step, "best": best, "zero_streak": zero_streak}
-                save_checkpoint(out, step, trainee.to_checkpoint, tok, state, cfg.to_yaml())
-            bar.update(job, completed=step, description=f"GRPO r̄ {record['reward_mean']:+.2f} "
-                                                        f"succ {record['success_rate']:.2f}")
-
-    # 5. The final policy and its held-out evaluation.
-    save_model_dir(trainee.to_publish, tok, out / "model")
-    final = evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
-    if final["success_rate"] > best or not (out / "best").exists():
-        save_model_dir(trainee.to_publish, tok, out / "best")
-    summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
-               "device": str(device), "precision": resolve_precision(cfg.precision, device), "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
-    atomic_write_json(out / "summary.json", summary)
-    console.print(f"GRPO done in {summary['wall_seconds']} s: success {final['success_rate']:.2f}, "
-                  f"mean reward {final['mean_reward']:.3f}")
-    return summary
+        # 5. The final policy and its held-out evaluation.
+        save_model_dir(trainee.to_publish, tok, out / "model")
+        final = evaluate()
+        if final["success_rate"] > best or not (out / "best").exists():
+            save_model_dir(trainee.to_publish, tok, out / "best")
+        summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
+                   "device": str(device), "precision": resolve_precision(cfg.precision, device),
+                   "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
+        atomic_write_json(out / "summary.json", summary)
+        console.print(f"GRPO done in {summary['wall_seconds']} s: success {final['success_rate']:.2f}, "
+                      f"mean reward {final['mean_reward']:.3f}")
+        return summary
+    finally:
+        if agent is not None:
+            agent.close()
 
 
 def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
@@ -296,6 +339,19 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
         stats["entropy"] += float((entropy * mask).sum())
 
 
+def _task_pools(cfg: GRPOConfig, env: Any, n_pool: int) -> tuple[list[Any], list[Any]]:
+    """The tasks step k samples from (its own slice of `n_pool`) and the held-out ones: the env's splits, or the
+    tasks file's lines, in an order shuffled by the seed, repeated as often as the steps need."""
+    if not cfg.tasks_file:
+        return env.tasks("train", n_pool, cfg.seed), env.tasks("eval", cfg.eval_tasks, cfg.seed)
+    train, held = read_tasks_file(cfg.tasks_file)
+    rng, pool = random.Random(cfg.seed), []
+    while len(pool) < n_pool:
+        rng.shuffle(train)
+        pool += train
+    return pool[:n_pool], held[:cfg.eval_tasks]
+
+
 def _has_signal(group: list[Trajectory], cfg: GRPOConfig) -> bool:
     """Whether some trajectory of the group that enters the loss (not an infrastructure failure) gets a non-zero
     advantage: their rewards differ, or with `advantage: turn` their per-turn rewards do."""
@@ -312,10 +368,13 @@ def _token_advantages(groups: list[list[Trajectory]], cfg: GRPOConfig) -> tuple[
     every_turn = torch.tensor([x for g in kept for t in g for x in t.turn_rewards] or [0.0], dtype=torch.float64)
     all_turn_std = float(every_turn.std()) if every_turn.numel() > 1 else 0.0
     kept = [g for g in kept if g]
-    episode_adv = advantages([torch.tensor([t.reward for t in g]) for g in kept], cfg.scale_rewards)
-    for g, a in zip(kept, episode_adv):
+    # an agent episode that rewrote its history is several trajectories (segments): one reward, one advantage
+    episodes = [{t.info.get("episode", i): t.reward for i, t in enumerate(g)} for g in kept]
+    episode_adv = advantages([torch.tensor(list(e.values())) for e in episodes], cfg.scale_rewards)
+    for g, e, a in zip(kept, episodes, episode_adv):
         if cfg.advantage == "trajectory":
-            per_turn = [[float(a[i])] * t.n_turns for i, t in enumerate(g)]
+            of = dict(zip(e, a.tolist()))
+            per_turn = [[of[t.info.get("episode", i)]] * t.n_turns for i, t in enumerate(g)]
         else:
             turn_r = [t.turn_rewards for t in g]
             if cfg.scale_rewards == "batch":  # centred in the group, over one std of every turn in the batch
@@ -348,7 +407,14 @@ def check_logprobs(policy: HFPolicy, env_factory: Any, tasks: list, cfg: GRPOCon
     """Sample a few trajectories and recompute their logprobs with a plain forward; raise on a mismatch.
 
     Train/sample token drift is the most reported bug class of multi-turn RL: this catches it before training."""
-    trajs = run_episodes(env_factory, tasks, policy, 2, seed=seed)
+    return check_trajectory_logprobs(policy, run_episodes(env_factory, tasks, policy, 2, seed=seed), cfg)
+
+
+def check_trajectory_logprobs(policy: HFPolicy, trajs: list[Trajectory], cfg: GRPOConfig) -> float:
+    """The largest |sampling − recomputed| logprob over the trajectories' policy tokens; raise past the tolerance."""
+    trajs = [t for t in trajs if t.ids is not None and any(t.mask)]
+    if not trajs:
+        return 0.0
     worst = 0.0
     tolerance = cfg.logprob_tolerance
     if tolerance is None:
