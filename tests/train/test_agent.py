@@ -160,3 +160,19 @@ def test_bad_agent_specs_and_task_files_are_refused(tmp_path):
 def _write(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def test_a_framework_agent_runs_through_the_gateway_unchanged(trained_dir):
+    """examples/langgraph_agent.py — LangGraph's ReAct agent over LangChain's ChatOpenAI — completes tool_use
+    episodes with its tool calls recorded token for token."""
+    pytest.importorskip("langgraph")
+    pytest.importorskip("langchain_openai")
+    agent = load_agent(f"{EXAMPLE.parent / 'langgraph_agent.py'}:run")
+    env = make_env("tool_use")
+    tasks = [t for t in env.tasks("eval", 20, seed=1) if t.kind in ("calc", "search", "weather")][:4]
+    policy = HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=48))
+    with AgentEpisodes(agent, policy, "tool_use") as runner:
+        trajs = runner.run(tasks, 1, "lg", temperature=0.0)
+    assert all(t.outcome == "ok" for t in trajs), [t.info.get("error") for t in trajs]
+    called = [t for t in trajs if t.n_tool_calls]
+    assert called and all(sum(t.mask) == sum(len(a) for a in t.assistant_ids) for t in called)

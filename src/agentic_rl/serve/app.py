@@ -6,6 +6,7 @@ Routes (FastAPI):
   POST /rollouts/{rollout_id}/v1/chat/completions    the same, appended to that rollout's record (`records.py`):
                                                      point an OpenAI client's base_url at /rollouts/{id}/v1
   GET  /rollouts/{rollout_id}                        the record: segments of ids, loss mask and logprobs
+  DELETE /rollouts/{rollout_id}                      the record, handed over: the rollout is closed and forgotten
   POST /rollouts/{rollout_id}/reward                 {"reward": float, "info": {...}} closes it
 Errors are OpenAI's error JSON with the right status; with an API key set, every route needs
 `Authorization: Bearer KEY` (binding beyond loopback requires one: `serve`).
@@ -190,6 +191,15 @@ def create_app(gateway: Gateway) -> FastAPI:
         if rollout is None:
             raise ApiError(404, f"no rollout {rollout_id!r}: it is created by its first chat request",
                            code="rollout_not_found", kind="not_found_error")
+        return rollout.to_dict()
+
+    @app.delete("/rollouts/{rollout_id}")
+    async def take_rollout(rollout_id: str) -> dict[str, Any]:
+        rollout = gateway.rollouts.get(rollout_id)
+        if rollout is None:
+            raise ApiError(404, f"no rollout {rollout_id!r}", code="rollout_not_found", kind="not_found_error")
+        async with rollout.lock:  # after its last reply is recorded
+            gateway.take(rollout_id)
         return rollout.to_dict()
 
     @app.post("/rollouts/{rollout_id}/reward")

@@ -19,7 +19,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from ..atomic import atomic_write_json
-from ..config import used_only_with
+from ..config import Config, used_only_with
 from ..device import autocast, resolve_precision
 from ..envs.base import stable_hash
 from ..evaluation.summary import evaluate_policy, summarize
@@ -40,6 +40,15 @@ from .tracking import Reporter
 class LogprobMismatchError(RuntimeError):
     """Recomputed logprobs disagree with the sampling logprobs: what would be trained is not what the policy
     sampled."""
+
+
+class RolloutSettings(Config):
+    """Where the env path's episodes are sampled."""
+
+    engine: Literal["local", "gateway"] = "local"
+    """`local`: the policy in this process; `gateway`: the same policy behind the gateway on a loopback port, each
+    episode a rollout sampled over HTTP (policies/gateway.py): the same trajectories, through the boundary that
+    lets generation move to another process."""
 
 
 class GRPOConfig(TrainerConfig):
@@ -115,6 +124,8 @@ class GRPOConfig(TrainerConfig):
     """Sampling temperature for evaluation."""
     checkpoint_every: int = Field(10, ge=1)
     """Save a resumable checkpoint every this many steps."""
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    """How episodes are sampled (`rollout.engine`)."""
     agent: str | None = None
     """Train your own agent instead of the env's turn loop: `module:function` or `file.py:function`, called as
     `function(task, client) -> reward` with an `openai.OpenAI` client pointed at the gateway under the episode's
@@ -174,14 +185,16 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
         console.print(f"resumed from {ckpt.name} at step {step}")
     eval_policy = HFPolicy(cfg.policy, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens), model=model,
                            tokenizer=tok, precision=cfg.precision)
-    # the user's agent through the gateway (train/agent.py), or the env's turn loop
+    # the user's agent through the gateway (train/agent.py), or the env's turn loop — in-process, or over HTTP
     agent = AgentEpisodes(agent_fn, policy, cfg.env, cfg.agent_workers, cfg.episode_timeout_s) if agent_fn else None
+    sampler = _served(policy, cfg) if cfg.rollout.engine == "gateway" and agent is None else None
+    sampling_policy = sampler[1] if sampler else policy
 
     def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
         if agent is not None:
             return agent.run(tasks, cfg.group_size, "-".join(map(str, key)), cfg.temperature)
-        return run_episodes(env_factory, tasks, policy, cfg.group_size, seed=stable_hash("grpo", *key) % 2**31,
-                            episode_timeout_s=cfg.episode_timeout_s)
+        return run_episodes(env_factory, tasks, sampling_policy, cfg.group_size,
+                            seed=stable_hash("grpo", *key) % 2**31, episode_timeout_s=cfg.episode_timeout_s)
 
     def evaluate() -> dict[str, Any]:
         if agent is None:
@@ -192,7 +205,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     try:
         if step == 0:
             if agent is None:
-                check_logprobs(policy, env_factory, pool[:2], cfg, seed=cfg.seed)
+                check_trajectory_logprobs(policy, run_episodes(env_factory, pool[:2], sampling_policy, 2,
+                                                               seed=cfg.seed), cfg)
             else:
                 check_trajectory_logprobs(policy, agent.run(pool[:1], 2, "check", cfg.temperature), cfg)
 
@@ -300,6 +314,9 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     finally:
         if agent is not None:
             agent.close()
+        if sampler is not None:
+            sampler[1].close()
+            sampler[0].close()
 
 
 def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
@@ -337,6 +354,16 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
         stats["clip_frac"] += float((clipped.float() * mask).sum())
         stats["kl_old"] += float((kl_k3(logp, old) * mask).sum())
         stats["entropy"] += float((entropy * mask).sum())
+
+
+def _served(policy: HFPolicy, cfg: GRPOConfig) -> tuple[Any, Any]:
+    """The policy behind a gateway on a loopback port, and a policy that samples through it over HTTP."""
+    from ..policies.gateway import GatewayPolicy
+    from ..serve.local import LocalGateway
+
+    server = LocalGateway(policy)
+    return server, GatewayPolicy(server.url, policy.renderer, server.gateway.model_name,
+                                 SamplingConfig(cfg.temperature, cfg.max_new_tokens))
 
 
 def _task_pools(cfg: GRPOConfig, env: Any, n_pool: int) -> tuple[list[Any], list[Any]]:
