@@ -33,7 +33,7 @@ def env_class(name: str) -> type[Env]:
     if not attr:
         raise ValueError(f"unknown env {name!r}; valid envs: {', '.join(sorted(ENVS))} (or module:Class)")
     try:
-        cls = getattr(_import_here_too(module), attr)
+        cls = getattr(import_here_too(module), attr)
     except ModuleNotFoundError as e:
         raise ValueError(f"cannot load env {name!r}: no module named {e.name!r} in the current directory "
                          f"({os.getcwd()}) or on the Python path") from None
@@ -46,7 +46,7 @@ def env_class(name: str) -> type[Env]:
     raise ValueError(f"{name!r} is not an Env subclass")
 
 
-def _import_here_too(module: str) -> Any:
+def import_here_too(module: str) -> Any:
     """Import `module`; if it is not on the path, from the current directory (the console script's path does not
     hold it, unlike `python -m`)."""
     try:

@@ -16,7 +16,6 @@ env's own `score`) or from a JSONL file of task dicts (`read_tasks_file`).
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import math
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ..envs import import_here_too
 from ..policies.hf.sampler import HFPolicy
 from ..runtime.trajectory import Trajectory
 from ..serve.records import Rollout
@@ -51,7 +51,7 @@ def load_agent(spec: str) -> AgentFn:
         loader.loader.exec_module(module)
     else:
         try:
-            module = importlib.import_module(where)
+            module = import_here_too(where)  # examples.openai_agent from the repository's root works too
         except ImportError as e:
             raise ValueError(f"agent {spec!r}: cannot import {where} ({e})") from e
     fn = getattr(module, name, None)

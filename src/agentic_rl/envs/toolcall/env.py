@@ -76,12 +76,14 @@ class ToolCallEnv(ToolEnv):
                                                  "call_anyway": 0.3, "no_answer": 0.03}
     max_new_tokens: ClassVar[int] = 160
     # The pretrained ladder's turn budget must hold the longest teacher turn (parallel calls with arrays and nested
-    # objects); a prompt differs per task (its own schemas), so SFT steps are costly: a short SFT, 100 evaluation
-    # tasks (docs/design-notes.md#toolcall-budget).
+    # objects); a prompt differs per task (its own schemas), so SFT steps are costly: 100 evaluation tasks. SFT keeps
+    # only the demonstrations that succeed (the noisy teacher's wrong values and needless calls are not imitated),
+    # GRPO holds to the SFT model (β) and leaves turns cut by the token limit out of the loss
+    # (docs/design-notes.md#toolcall-budget).
     pretrained_run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 100, "robustness_tasks": 5,
-        "sft": {"demos": 384, "max_steps": 24, "max_new_tokens": 176},
-        "grpo": {"max_new_tokens": 176}}
+        "sft": {"demos": 1024, "only_successful": True, "max_steps": 48, "max_new_tokens": 176},
+        "grpo": {"max_new_tokens": 176, "beta": 0.04, "mask_truncated": True}}
 
     def __init__(self, max_turns: int = 5, fault_rate: float = 0.0, distractors: int = 3,
                  kinds: list[str] | None = None):
