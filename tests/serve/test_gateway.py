@@ -286,3 +286,18 @@ def test_concurrent_requests_are_sampled_in_one_batch(server, env):
         t.join()
     assert all(r is not None for r in results)
     assert gateway.engine.batches - before < len(tasks)  # some requests shared a batch
+
+
+def test_a_body_over_one_mib_is_read_and_answered_with_the_context_limit(server):
+    """No 1 MiB body limit in front of the model: a 2 MiB tool output reaches the gateway, which answers with the
+    model's context limit (and keeps serving)."""
+    base, gateway = server
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "word " * 420_000}]
+    r = httpx.post(f"{base}/v1/chat/completions", json={"model": MODEL, "messages": messages}, timeout=120)
+    assert len(r.request.content) > 2 * 2**20
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+    assert f"context is {gateway.max_context} tokens" in r.json()["error"]["message"]
+    assert httpx.get(f"{base}/health").status_code == 200
