@@ -187,8 +187,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                            tokenizer=tok, precision=cfg.precision)
     # the user's agent through the gateway (train/agent.py), or the env's turn loop — in-process, or over HTTP
     agent = AgentEpisodes(agent_fn, policy, cfg.env, cfg.agent_workers, cfg.episode_timeout_s) if agent_fn else None
-    sampler = _served(policy, cfg) if cfg.rollout.engine == "gateway" and agent is None else None
-    sampling_policy = sampler[1] if sampler else policy
+    server = _local_gateway(policy) if cfg.rollout.engine == "gateway" and agent is None else None
+    sampling_policy = _over_http(server, cfg) if server else policy
 
     def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
         if agent is not None:
@@ -314,9 +314,9 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     finally:
         if agent is not None:
             agent.close()
-        if sampler is not None:
-            sampler[1].close()
-            sampler[0].close()
+        if server is not None:
+            sampling_policy.close()
+            server.close()
 
 
 def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
@@ -356,14 +356,19 @@ def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.T
         stats["entropy"] += float((entropy * mask).sum())
 
 
-def _served(policy: HFPolicy, cfg: GRPOConfig) -> tuple[Any, Any]:
-    """The policy behind a gateway on a loopback port, and a policy that samples through it over HTTP."""
-    from ..policies.gateway import GatewayPolicy
+def _local_gateway(policy: HFPolicy) -> Any:
+    """The policy behind the gateway on a free loopback port (rollout.engine=gateway)."""
     from ..serve.local import LocalGateway
 
-    server = LocalGateway(policy)
-    return server, GatewayPolicy(server.url, policy.renderer, server.gateway.model_name,
-                                 SamplingConfig(cfg.temperature, cfg.max_new_tokens))
+    return LocalGateway(policy)
+
+
+def _over_http(server: Any, cfg: GRPOConfig) -> Any:
+    """A policy that samples through `server` over HTTP, at the run's temperature and turn budget."""
+    from ..policies.gateway import GatewayPolicy
+
+    return GatewayPolicy(server.url, server.gateway.renderer, server.gateway.model_name,
+                         SamplingConfig(cfg.temperature, cfg.max_new_tokens))
 
 
 def _task_pools(cfg: GRPOConfig, env: Any, n_pool: int) -> tuple[list[Any], list[Any]]:
