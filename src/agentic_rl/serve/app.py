@@ -70,13 +70,15 @@ class Gateway:
     def take(self, rollout_id: str) -> Rollout | None:
         """Close a rollout and hand its record over (None if the agent never called the model under it)."""
         self.closed.add(rollout_id)
+        self.engine.release(rollout_id)
         return self.rollouts.pop(rollout_id, None)
 
     # -- one request ----------------------------------------------------------------------------------------------
 
-    def rows(self, req: ChatRequest, prompt: list[int]) -> tuple[list[TurnRequest], list[int]]:
+    def rows(self, req: ChatRequest, prompt: list[int], session: str | None = None
+             ) -> tuple[list[TurnRequest], list[int]]:
         """The sampler's rows for a request (n of them) and the ids forced at the start of the reply (tool_choice
-        'required' or a named function: the reply starts inside a call)."""
+        'required' or a named function: the reply starts inside a call); `session`: the rollout it extends."""
         forced = self._forced_text(req)
         forced_ids = self.policy.tokenizer(forced, add_special_tokens=False)["input_ids"] if forced else []
         room = self.max_context - len(prompt) - len(forced_ids)
@@ -89,7 +91,7 @@ class Gateway:
                                 f"model's context is {self.max_context} tokens (at most {room} new ones here)",
                            param="max_tokens", code="context_length_exceeded")
         seeds = [None] * req.n if req.seed is None else [req.seed * 1000 + i for i in range(req.n)]
-        return [TurnRequest(prompt + forced_ids, req.temperature, max_new, req.top_p, seeds[i], req.stop)
+        return [TurnRequest(prompt + forced_ids, req.temperature, max_new, req.top_p, seeds[i], req.stop, session)
                 for i in range(req.n)], forced_ids
 
     def _forced_text(self, req: ChatRequest) -> str:
@@ -251,7 +253,7 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
         else:
             seg = Segment(reason or "first request", req.tools)
             prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
-        rows, forced = gateway.rows(req, prompt)
+        rows, forced = gateway.rows(req, prompt, session=rollout_id)
 
         def record(reply: dict[str, Any], turns: list[SampledTurn]) -> None:
             turn = turns[0]

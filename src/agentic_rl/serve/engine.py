@@ -1,9 +1,11 @@
-"""The scheduler: one thread owns the model and samples every request that is waiting as one batch.
+"""The scheduler: one thread owns the model and runs continuous batching over it (`policies/hf/live_batch.py`).
 
-HTTP handlers submit turns (`submit`) and await a future; the thread takes all submitted jobs at once — requests that
-arrive while a batch decodes wait for the next one — and runs them through `HFPolicy.sample`, which prefills shared
-prompt prefixes once, so 32 concurrent clients cost about what one 32-row batch costs in-process. Tokens are passed
-to each job's `on_token` as they are sampled (streaming). A failing batch fails its jobs' futures, not the thread.
+HTTP handlers submit turns (`submit`) and await a future. Between two decode steps the thread admits every request
+that has arrived — it joins the running batch at the next step, its prompt prefilled reading the batch's shared
+prefix — so 32 concurrent clients cost about what one 32-row batch costs in-process, even when their requests
+arrive spread over a decode. Tokens are passed to each job's `on_token` as they are sampled (streaming), and a job
+is answered as soon as its rows end their turns. A request for which the batch has no room waits, and nothing queued
+behind it overtakes it. A failing step fails the jobs in the batch, not the thread.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from ..policies.hf.live_batch import LiveBatch
 from ..policies.hf.sampler import HFPolicy, SampledTurn, TurnRequest
 
 
@@ -25,18 +29,31 @@ class Job:
     rows: list[TurnRequest]
     on_token: Callable[[int, int], None] | None = None  # (choice index, token id), from the scheduler thread
     future: Future[list[SampledTurn]] = field(default_factory=Future)
+    turns: list[SampledTurn | None] = field(default_factory=list)
+    left: int = 0  # rows still sampling
+    since: int = 0  # the decode step at which the scheduler first saw it
 
 
 class Engine:
     """Batches the turns of concurrent requests over one policy. `close` stops the thread."""
 
-    def __init__(self, policy: HFPolicy, max_rows: int = 64, gather_s: float = 0.002):
-        """max_rows: most rows in one batch (a job is never split); gather_s: after the first job arrives, how long
-        to wait for others that are on their way (clients answering the same batch's replies)."""
+    def __init__(self, policy: HFPolicy, max_rows: int = 64, gather_s: float = 0.002, join_share: float = 0.25,
+                 join_wait_steps: int = 8):
+        """max_rows: most rows sampling at once (a job is never split: one larger than that runs alone); gather_s:
+        when the first job arrives at an idle engine, how long to wait for others that are on their way. Waiting
+        jobs join a running batch together, once their rows are `join_share` of the running ones or the first has
+        waited `join_wait_steps` decode steps: each join is a prefill and a copy of the cache, so it pays to make
+        few."""
         self.policy, self.max_rows, self.gather_s = policy, max_rows, gather_s
+        self.join_share, self.join_wait_steps = join_share, join_wait_steps
         self.jobs: queue.Queue[Job | None] = queue.Queue()
-        self.batches = 0
+        self.batches = 0  # batches started from idle (requests that join a running one do not count)
+        self.steps = 0  # decode steps
         self.rows_sampled = 0
+        self._owner: dict[int, tuple[Job, int]] = {}  # a batch row's key → its job and choice index
+        self._released: queue.SimpleQueue[str] = queue.SimpleQueue()  # sessions whose rows can go
+        self._keys = 0
+        self._live = LiveBatch(policy, seed=0, on_token=self._dispatch)
         self._thread = threading.Thread(target=self._loop, name="agentic-rl-engine", daemon=True)
         self._thread.start()
 
@@ -45,6 +62,10 @@ class Engine:
         job = Job(rows, on_token)
         self.jobs.put(job)
         return job.future
+
+    def release(self, session: str) -> None:
+        """The session (a rollout) has ended: its kept cache row can go (before the next admission)."""
+        self._released.put(session)
 
     def wait_idle(self, timeout_s: float = 60.0) -> bool:
         """Wait until no job is queued or sampling (a trainer updates the weights only then); False on timeout."""
@@ -59,59 +80,101 @@ class Engine:
         self.jobs.put(None)
         self._thread.join(timeout=30)
 
-    def _take(self) -> list[Job] | None:
-        first = self.jobs.get()
-        if first is None:
-            return None
-        batch, rows = [first], len(first.rows)
-        while rows < self.max_rows:
-            try:
-                job = self.jobs.get(timeout=self.gather_s)
-            except queue.Empty:
-                break
-            if job is None:
-                self.jobs.put(None)  # close after this batch
-                break
-            batch.append(job)
-            rows += len(job.rows)
-        return batch
-
     def _loop(self) -> None:
-        while (taken := self._take()) is not None:
+        waiting: deque[Job] = deque()
+        closing = False
+        while True:
+            if not self._live.running and not waiting:
+                if closing:
+                    return
+                first = self.jobs.get()
+                if first is None:
+                    return
+                first.since = self.steps
+                waiting.append(first)
+                closing = self._gather(waiting, self.gather_s)
+            closing = self._gather(waiting, 0.0) or closing
+            self._admit(waiting)
+            if self._live.running:
+                self._step()
+
+    def _gather(self, waiting: deque[Job], wait_s: float) -> bool:
+        """Move the submitted jobs to `waiting`, waiting up to wait_s between arrivals; True when asked to close."""
+        while True:
             try:
-                self._run([j for j in taken if j.future.set_running_or_notify_cancel()])
-            finally:
-                for _ in taken:
-                    self.jobs.task_done()
+                job = self.jobs.get(timeout=wait_s) if wait_s > 0 else self.jobs.get_nowait()
+            except queue.Empty:
+                return False
+            if job is None:
+                self.jobs.task_done()
+                return True
+            job.since = self.steps
+            waiting.append(job)
 
-    def _run(self, batch: list[Job]) -> None:
-        """Sample the jobs' rows as one batch and hand each job its turns."""
-        if not batch:
+    def _admit(self, waiting: deque[Job]) -> None:
+        """Admit waiting jobs in arrival order while they fit and can join the running batch."""
+        live, taken, rows = self._live, [], self._live.running
+        while not self._released.empty():
+            live.release(self._released.get())
+        if rows and waiting and (sum(len(j.rows) for j in waiting) < self.join_share * rows
+                                 and self.steps - waiting[0].since < self.join_wait_steps):
             return
-        rows = [r for j in batch for r in j.rows]
-        owner = [(j, i) for j in batch for i in range(len(j.rows))]
-        try:
-            turns = self.policy.sample(rows, seed=self.batches, on_token=_dispatch(owner))
-        except Exception as e:  # a bad batch fails its requests; the server goes on
-            for j in batch:
-                j.future.set_exception(e)
+        while waiting:
+            job = waiting[0]
+            if (live.running or taken) and rows + len(job.rows) > self.max_rows:
+                break
+            waiting.popleft()
+            if not job.future.set_running_or_notify_cancel():
+                self.jobs.task_done()
+                continue
+            job.turns, job.left = [None] * len(job.rows), len(job.rows)
+            taken.append(job)
+            rows += len(job.rows)
+        if not taken:
             return
-        finally:
+        if not live.running:
             self.batches += 1
-        self.rows_sampled += len(rows)
-        start = 0
-        for j in batch:
-            j.future.set_result(turns[start:start + len(j.rows)])
-            start += len(j.rows)
+        requests = []
+        for job in taken:
+            for i, row in enumerate(job.rows):
+                self._keys += 1
+                self._owner[self._keys] = (job, i)
+                requests.append((self._keys, row))
+        try:
+            live.admit(requests)
+        except Exception as e:  # a bad prefill fails the batch's requests; the engine goes on
+            self._fail(e)
+            return
+        self.rows_sampled += len(requests)
 
+    def _step(self) -> None:
+        try:
+            done = self._live.step()
+        except Exception as e:
+            self._fail(e)
+            return
+        self.steps += 1
+        for key, turn in done:
+            job, i = self._owner.pop(key)
+            job.turns[i] = turn
+            job.left -= 1
+            if job.left == 0:
+                job.future.set_result(list(job.turns))  # type: ignore[arg-type]
+                self.jobs.task_done()
 
-def _dispatch(owner: list[tuple[Job, int]]) -> Callable[[int, int], None]:
-    """Route a batch row's token to its job's callback, as (choice index, token id)."""
-    def on_token(row: int, token: int) -> None:
-        job, index = owner[row]
+    def _fail(self, error: Exception) -> None:
+        """Fail every job in the batch and start a fresh one."""
+        for job in {id(j): j for j, _ in self._owner.values()}.values():
+            job.future.set_exception(error)
+            self.jobs.task_done()
+        self._owner.clear()
+        self._live = LiveBatch(self.policy, seed=self.batches, on_token=self._dispatch)
+
+    def _dispatch(self, key: int, token: int) -> None:
+        """Route a batch row's token to its job's callback, as (choice index, token id)."""
+        job, index = self._owner[key]
         if job.on_token is not None:
             try:
                 job.on_token(index, token)
             except Exception:  # a stream whose client left: its rows still finish, the others too
                 job.on_token = None
-    return on_token

@@ -85,6 +85,17 @@ class GrowingLayer(DynamicLayer):
             self._k, self._v = self._k[indices], self._v[indices]
             self._expose()
 
+    def replace(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Hold these keys and values (rows, heads, slots, dim) as its own, with spare capacity to grow into."""
+        self._k = self._v = None
+        self.length = 0
+        self._grow(keys, values, max(MIN_CAPACITY, 2 * keys.shape[-2]))
+        assert self._k is not None and self._v is not None
+        self._k[..., :keys.shape[-2], :] = keys
+        self._v[..., :values.shape[-2], :] = values
+        self.length = keys.shape[-2]
+        self._expose()
+
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("the sampler never crops its cache")
 
@@ -95,6 +106,80 @@ class GrowingLayer(DynamicLayer):
 def growing_cache() -> Cache:
     """An empty cache of GrowingLayer, one per model layer as the model first writes to it."""
     return Cache(layer_class_to_replicate=GrowingLayer)
+
+
+def cache_reading_prefix(cache: Cache) -> Cache:
+    """An empty cache whose layers read `cache`'s shared prefix (if any): rows prefilled in it can join `cache`
+    (`join_rows`)."""
+    layers = []
+    for old in cache.layers:
+        layer = GrowingLayer()
+        if old.is_initialized:
+            layer.lazy_initialization(old.keys, old.values)
+            if old.prefix is not None:
+                layer.prefix = old.prefix
+                layer.keys, layer.values = old.prefix[0][..., :0, :], old.prefix[1][..., :0, :]
+        layers.append(layer)
+    return Cache(layers=layers)
+
+
+def shorten_prefix(cache: Cache, length: int) -> None:
+    """Share only the first `length` tokens of the prefix: every row gets its own copy of the rest, in front of its
+    own tokens (so that rows whose prompts share less of it can join). The attention mask stays as it is."""
+    for layer in cache.layers:
+        if layer.prefix is None or layer.prefix[0].shape[-2] <= length:
+            continue
+        rows = layer.keys.shape[0]
+        moved = [torch.cat([p[..., length:, :].expand(rows, -1, -1, -1), own], dim=2)
+                 for p, own in zip(layer.prefix, (layer.keys, layer.values))]
+        layer.prefix = (layer.prefix[0][..., :length, :], layer.prefix[1][..., :length, :]) if length else None
+        layer.replace(*moved)
+
+
+def take_rows(cache: Cache, attn: torch.Tensor, rows: list[int], empty: int, prefix: int
+              ) -> tuple[Cache, torch.Tensor]:
+    """A new cache reading `cache`'s shared prefix (`prefix` slots), holding copies of its `rows` (each row's tokens
+    right-aligned), then `empty` rows without tokens; and its attention mask."""
+    new = cache_reading_prefix(cache)
+    own = attn[rows, prefix:]
+    length = int(own.sum(dim=1).max()) if rows else 0
+    index = torch.sort(own, dim=1, stable=True).indices[:, own.shape[1] - length:]
+    picked = torch.tensor(rows, dtype=torch.long, device=attn.device)
+    if rows:
+        for layer, copy in zip(cache.layers, new.layers):
+            parts = []
+            for kv in ("keys", "values"):
+                t = getattr(layer, kv)[picked]
+                t = t.gather(2, index[:, None, :, None].expand(-1, t.shape[1], -1, t.shape[-1]))
+                parts.append(torch.cat([t, t.new_zeros(empty, *t.shape[1:])]))
+            copy.replace(*parts)
+    packed = torch.cat([own.gather(1, index), own.new_zeros(empty, length)])
+    return new, torch.cat([attn.new_ones(len(rows) + empty, prefix), packed], dim=1)
+
+
+def join_rows(cache: Cache, attn: torch.Tensor, keep: list[int], new: Cache | None, new_attn: torch.Tensor | None,
+              prefix: int) -> torch.Tensor:
+    """Make `cache` hold its rows `keep`, then every row of `new` if given (both read the same shared prefix of
+    `prefix` slots, if any); returns the joined attention mask (rows, prefix + slots).
+
+    Each row's own tokens are moved right-aligned, in order, and the slots no row uses any more (the holes before
+    rows that joined late, rows that left) are dropped: the cache is as long as its longest row."""
+    own = [attn[keep, prefix:]] + ([] if new_attn is None else [new_attn[:, prefix:]])
+    width = max(o.shape[1] for o in own)
+    valid = torch.cat([torch.nn.functional.pad(o, (width - o.shape[1], 0)) for o in own])
+    length = int(valid.sum(dim=1).max())
+    # per row: the slots it does not use first, then its tokens in order; the last `length` of them are kept
+    index = torch.sort(valid, dim=1, stable=True).indices[:, width - length:]
+    rows = torch.tensor(keep, dtype=torch.long, device=attn.device)
+    for k, layer in enumerate(cache.layers):
+        parts = []
+        for kv in ("keys", "values"):
+            both = [getattr(layer, kv)[rows]] + ([] if new is None else [getattr(new.layers[k], kv)])
+            padded = torch.cat([torch.nn.functional.pad(t, (0, 0, width - t.shape[-2], 0)) for t in both])
+            parts.append(padded.gather(2, index[:, None, :, None].expand(-1, padded.shape[1], -1, padded.shape[-1])))
+        layer.replace(*parts)
+    packed = valid.gather(1, index)
+    return torch.cat([attn.new_ones(packed.shape[0], prefix), packed], dim=1)
 
 
 def decoder_attention(model: torch.nn.Module) -> list[torch.nn.Module] | None:

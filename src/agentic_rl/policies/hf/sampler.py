@@ -62,7 +62,9 @@ class TurnRequest:
     """One assistant turn to sample from given prompt ids with its own settings (the gateway's requests).
 
     seed: the row's own random stream (None: the batch's); stop: strings that end the turn where they appear (the
-    text stops before them; the ids keep the token that completed one)."""
+    text stops before them; the ids keep the token that completed one); session: the conversation it belongs to (a
+    rollout id): its cache row is kept after the turn, and the session's next request, if its prompt extends this
+    one's ids, is prefilled from there (`LiveBatch`)."""
 
     prompt: list[int]
     temperature: float = 1.0
@@ -70,6 +72,7 @@ class TurnRequest:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    session: str | None = None
 
 
 @dataclass
@@ -117,18 +120,6 @@ class HFPolicy(Policy):
     def start(self, env: Env, tasks: Sequence[Task], samples: Sequence[int], seed: int) -> Session:
         return HFSession(self, list(tasks), list(samples), seed)
 
-    def sample(self, requests: Sequence[TurnRequest], seed: int = 0,
-               on_token: Callable[[int, int], None] | None = None) -> list[SampledTurn]:
-        """One turn for each request, sampled as one batch (shared prompt prefixes prefilled once).
-
-        on_token(i, token_id) is called as request i's tokens are sampled (streaming)."""
-        requests = list(requests)
-        if not requests:
-            return []
-        session = HFSession(self, [None] * len(requests), list(range(len(requests))), seed)  # type: ignore[list-item]
-        return session.sample(requests, on_token)
-
-
 @dataclass
 class _EpisodeTokens:
     """One running episode's tokens as the policy saw and sampled them, and how many are in the KV cache."""
@@ -151,14 +142,15 @@ class HFSession(Session):
         self.pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else self.eos
         self.dev = policy.device
         self.gen = torch.Generator(device=self.dev).manual_seed(stable_hash("sample", seed) % 2**63)
-        self.tokens: list[_EpisodeTokens | None] = [None] * len(tasks)
+        self.tokens: dict[int, _EpisodeTokens] = {}  # by episode, while it runs
         self.rows: list[int] = []  # cache row r holds episode rows[r]
         self.cache: Cache | None = None
         self.attn = torch.zeros(0, 0, dtype=torch.long, device=self.dev)  # (rows, slots): 1 where a slot holds a token
-        self.requests: list[TurnRequest] | None = None  # per-row settings (`sample`); None: the policy's for every row
+        self.requests: dict[int, TurnRequest] | None = None  # per-row settings (`LiveBatch`); None: the policy's
         self.default = TurnRequest([], self.cfg.temperature, self.cfg.max_new_tokens)
         self.gens: dict[int, torch.Generator] = {}  # rows with a seed of their own
         self.on_token: Callable[[int, int], None] | None = None
+        self._stopped: dict[int, str] = {}  # episodes whose turn a stop string ended, and which one
 
     # -- the cache ----------------------------------------------------------------------------------------------
 
@@ -234,7 +226,9 @@ class HFSession(Session):
         self._prefill_ids(episodes, [self.renderer.render(conv, add_generation_prompt=True).ids
                                      for conv in conversations])
 
-    def _prefill_ids(self, episodes: list[int], prompts: Sequence[Sequence[int]]) -> None:
+    def _prefill_ids(self, episodes: list[int], prompts: Sequence[Sequence[int]]) -> int:
+        """Returns how many prompt tokens are kept once as a prefix every row reads (0: none, each row holds its
+        whole prompt)."""
         leader_of: dict[tuple[int, ...], int] = {}
         for e, ids in zip(episodes, prompts):
             self.tokens[e] = _EpisodeTokens(list(ids), [0] * len(ids), [0.0] * len(ids), [])
@@ -254,28 +248,13 @@ class HFSession(Session):
         for e in episodes:
             self.tokens[e].cached = len(self.tokens[e].ids) - 1
         self._keep_rows(episodes, source={e: leader_of[tuple(self.tokens[e].ids)] for e in episodes})
+        return shared if self._can_share_prefix() else 0
 
     def _can_share_prefix(self) -> bool:
         """The shared prompt is kept once where the sampler's attention runs on the CPU (`attention.py`); elsewhere
         (a GPU) each row gets a copy, as the fallback would copy it on every forward."""
         return (self.dev.type == "cpu" and self.model.config._attn_implementation == PACKED_GQA
                 and decoder_attention(self.model) is not None)
-
-    def sample(self, requests: list[TurnRequest], on_token: Callable[[int, int], None] | None) -> list[SampledTurn]:
-        """One turn per request, from its prompt ids with its own settings (`HFPolicy.sample`)."""
-        self.requests, self.on_token = requests, on_token
-        self.gens = {e: torch.Generator(device=self.dev).manual_seed(stable_hash("sample", r.seed) % 2**63)
-                     for e, r in enumerate(requests) if r.seed is not None}
-        episodes = list(range(len(requests)))
-        self._prefill_ids(episodes, [r.prompt for r in requests])
-        logits = self._forward({e: self.tokens[e].ids[self.tokens[e].cached:] for e in episodes})
-        turns = self._decode(episodes, logits)
-        out = []
-        for e, (r, turn) in enumerate(zip(requests, turns)):
-            ids = self.tokens[e].assistant_ids[-1]
-            out.append(SampledTurn(ids, self.tokens[e].logprobs[len(r.prompt):], turn.text, turn.finish,
-                                   self._stopped.get(e), len(r.prompt)))
-        return out
 
     def _setting(self, e: int) -> TurnRequest:
         return self.requests[e] if self.requests is not None else self.default
@@ -306,40 +285,49 @@ class HFSession(Session):
         context limit)."""
         out_ids: dict[int, list[int]] = {e: [] for e in episodes}
         finish: dict[int, str] = {}
-        self._stopped: dict[int, str] = {}
+        self._stopped = {}
         while True:
-            step: dict[int, list[int]] = {}
             active = [e for e in episodes if e not in finish]
             if not active:
                 break
             tok, logp = self._draw(active, torch.stack([logits[e] for e in active]))
+            step: dict[int, list[int]] = {}
             for k, e in enumerate(active):
-                t, ep, setting = tok[k], self.tokens[e], self._setting(e)
-                out_ids[e].append(t)
-                ep.ids.append(t)
-                ep.mask.append(1)
-                ep.logprobs.append(logp[k])
-                if self.on_token is not None:
-                    self.on_token(e, t)
-                stop = self._stop_string(out_ids[e], setting.stop) if setting.stop and t != self.eos else None
-                if t == self.eos or stop is not None:
-                    finish[e] = "stop"
-                    if stop is not None:
-                        self._stopped[e] = stop
-                elif len(out_ids[e]) >= setting.max_new_tokens or len(ep.ids) >= self.max_context:
-                    finish[e] = "length"
+                ended = self._append(e, tok[k], logp[k], out_ids[e])
+                if ended is None:
+                    step[e] = [tok[k]]
                 else:
-                    step[e] = [t]
+                    finish[e] = ended
             if step:
                 logits = self._forward(step)
         turns = []
         for e in episodes:
             self.tokens[e].assistant_ids.append(out_ids[e])
-            text = self.renderer.decode(out_ids[e])
-            if e in self._stopped:
-                text = text[: text.find(self._stopped[e])]
-            turns.append(Turn(text, finish[e]))  # type: ignore[arg-type]
+            turns.append(Turn(self._turn_text(e, out_ids[e]), finish[e]))  # type: ignore[arg-type]
         return turns
+
+    def _append(self, e: int, token: int, logprob: float, out: list[int]) -> str | None:
+        """Add a sampled token to episode e's turn `out`; why the turn ends with it ("stop", "length"), or None."""
+        ep, setting = self.tokens[e], self._setting(e)
+        out.append(token)
+        ep.ids.append(token)
+        ep.mask.append(1)
+        ep.logprobs.append(logprob)
+        if self.on_token is not None:
+            self.on_token(e, token)
+        stop = self._stop_string(out, setting.stop) if setting.stop and token != self.eos else None
+        if token == self.eos or stop is not None:
+            if stop is not None:
+                self._stopped[e] = stop
+            return "stop"
+        if len(out) >= setting.max_new_tokens or len(ep.ids) >= self.max_context:
+            return "length"
+        return None
+
+    def _turn_text(self, e: int, ids: list[int]) -> str:
+        """A turn's text, cut before the stop string that ended it."""
+        text = self.renderer.decode(ids)
+        return text[: text.find(self._stopped[e])] if e in self._stopped else text
 
     def _stop_string(self, ids: list[int], stops: tuple[str, ...]) -> str | None:
         """The stop string the turn's text now contains, if any (checked on the text's tail: a stop string can span
@@ -358,7 +346,7 @@ class HFSession(Session):
         """Close the episode: append the template's tokens after the last turn so ids == render(messages).
 
         The whole conversation is rendered once here and must reproduce every token the policy saw and said."""
-        ep = self.tokens[episode]
+        ep = self.tokens.pop(episode)
         full = self.renderer.render(conversation, assistant_ids=ep.assistant_ids).ids
         self._check_prefix(episode, ep.ids, full)
         tail = len(full) - len(ep.ids)
@@ -366,5 +354,4 @@ class HFSession(Session):
         ep.mask += [0] * tail
         ep.logprobs += [0.0] * tail
         # Its cache row is dropped by the next `act` (one copy of the cache per turn, not one per finished episode).
-        self.tokens[episode] = None
         return TokenRecord(ep.ids, ep.mask, ep.logprobs, ep.assistant_ids)
