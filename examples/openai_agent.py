@@ -23,7 +23,9 @@ def run(task, client) -> float:
             city: The city name, in English or Chinese, for example "Beijing" or "北京".
         """
         condition, temp = weather_on(city, task.get("day", 0))
-        return json.dumps({"city": city.strip(), "condition": condition, "temperature_c": temp})
+        # compact JSON, as tool_use's own get_weather answers: the SFT model learned to read that form
+        return json.dumps({"city": city.strip(), "condition": condition, "temperature_c": temp},
+                          ensure_ascii=False, separators=(",", ":"))
 
     functions = {f.__name__: f for f in (calculator, get_weather, search)}
     tools = Toolbox(list(functions.values())).schemas  # OpenAI function schemas from signatures and docstrings

@@ -131,6 +131,33 @@ def test_segments_of_one_episode_share_its_advantage():
     assert [x.task_id for x in episodes_of(group)] == ["a", "b", "c"]
 
 
+def test_the_example_agents_tools_answer_as_the_envs_own(env):
+    """The example's tools are plain functions, but they must show the model what tool_use's tools show it (the SFT
+    model learned to read that form): the same text for the same calls, Chinese city names included."""
+    from types import SimpleNamespace
+
+    seen: list[dict] = []
+
+    def create(model, messages, tools):
+        seen[:] = messages
+        calls = [SimpleNamespace(id=f"c{i}", function=SimpleNamespace(name=n, arguments=json.dumps(a)))
+                 for i, (n, a) in enumerate([("get_weather", {"city": "北京"}), ("calculator", {"expression": "2*3"}),
+                                             ("search", {"query": "Anthropic"})])]
+        done = any(m["role"] == "tool" for m in messages)
+        message = SimpleNamespace(content="x" if done else "", tool_calls=None if done else calls,
+                                  model_dump=lambda include: {"role": "assistant", "content": ""})
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)])
+
+    client = SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+    task = next(t for t in env.tasks("eval", 50) if t.kind == "weather")
+    load_agent(f"{EXAMPLE}:run")(task, client)
+    env.reset(task)
+    expected = [env.tools.call(n, a).content for n, a in [("get_weather", {"city": "北京"}),
+                                                         ("calculator", {"expression": "2*3"}),
+                                                         ("search", {"query": "Anthropic"})]]
+    assert [m["content"] for m in seen if m["role"] == "tool"] == expected
+
+
 def test_bad_agent_specs_and_task_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="give module:function"):
         load_agent("examples.openai_agent")
