@@ -1,5 +1,5 @@
 """The scheduler's continuous batching: a request submitted while another decodes joins that batch and is answered
-as soon as its own turn ends, with what it samples alone; a failing request fails its batch, not the engine."""
+as soon as its own turn ends, with what it samples alone; a request the batch cannot take fails alone."""
 
 from __future__ import annotations
 
@@ -49,14 +49,20 @@ def test_a_request_joins_the_batch_that_is_decoding(policy):
         engine.close()
 
 
-def test_a_failing_request_fails_its_batch_not_the_engine(policy):
+def test_a_request_the_batch_cannot_take_fails_alone(policy):
+    """An empty prompt, or one as long as the context, fails its own request with why; a request decoding beside it
+    and one after it are sampled."""
     engine = Engine(policy)
     try:
-        bad = engine.submit([TurnRequest([], 0.0, 4)])
-        with pytest.raises(ValueError, match="empty prompt"):
-            bad.result(timeout=60)
-        good = engine.submit([TurnRequest(_prompt(policy, 0), 0.0, 4)]).result(timeout=60)[0]
-        assert len(good.ids) == 4
+        started = threading.Event()
+        running = engine.submit([TurnRequest(_prompt(policy, 0), 0.0, 32)], on_token=lambda i, t: started.set())
+        assert started.wait(timeout=60)
+        too_long = [1] * int(policy.model.config.max_position_embeddings)
+        for prompt, why in (([], "empty prompt"), (too_long, "the context is")):
+            with pytest.raises(ValueError, match=why):
+                engine.submit([TurnRequest(prompt, 0.0, 4)]).result(timeout=60)
+        assert len(running.result(timeout=60)[0].ids) == 32
+        assert len(engine.submit([TurnRequest(_prompt(policy, 1), 0.0, 4)]).result(timeout=60)[0].ids) == 4
         assert engine.wait_idle(timeout_s=10)
     finally:
         engine.close()

@@ -5,7 +5,8 @@ that has arrived — it joins the running batch at the next step, its prompt pre
 prefix — so 32 concurrent clients cost about what one 32-row batch costs in-process, even when their requests
 arrive spread over a decode. Tokens are passed to each job's `on_token` as they are sampled (streaming), and a job
 is answered as soon as its rows end their turns. A request for which the batch has no room waits, and nothing queued
-behind it overtakes it. A failing step fails the jobs in the batch, not the thread.
+behind it overtakes it. A request the batch cannot take (an empty prompt, one past the context) fails alone; a
+failing step fails the jobs in the batch, not the thread.
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ class Engine:
                 break
             waiting.popleft()
             if not job.future.set_running_or_notify_cancel():
+                self.jobs.task_done()
+                continue
+            why = next((w for r in job.rows if (w := live.problem(r)) is not None), None)
+            if why is not None:  # a request the batch cannot take fails alone
+                job.future.set_exception(ValueError(why))
                 self.jobs.task_done()
                 continue
             job.turns, job.left = [None] * len(job.rows), len(job.rows)

@@ -47,14 +47,22 @@ class LiveBatch(HFSession):
         return len(self.logits)
 
     @torch.no_grad()
+    def problem(self, request: TurnRequest) -> str | None:
+        """Why the batch cannot take this request, or None (the scheduler fails such a request alone)."""
+        if not request.prompt:
+            return "the request has an empty prompt"
+        if len(request.prompt) >= self.max_context:
+            return f"the prompt is {len(request.prompt)} tokens; the context is {self.max_context}"
+        return None
+
     def admit(self, requests: Sequence[tuple[int, TurnRequest]]) -> None:
         """Prefill these requests and add them to the batch; the next `step` samples their first token."""
         requests = list(requests)
         for key, r in requests:
             if key in self.requests:
                 raise ValueError(f"request key {key} is already in the batch")
-            if not r.prompt:
-                raise ValueError(f"request {key} has an empty prompt")
+            if (why := self.problem(r)) is not None:
+                raise ValueError(why)
         if not requests:
             return
         for key, r in requests:
