@@ -29,3 +29,26 @@ def test_inverse_cdf_is_seeded_and_handles_a_one_hot_row():
     one_hot = torch.full((3, 10), float("-inf"))
     one_hot[:, 9] = 0.0  # all mass on the last entry: the clamp and `right=True` must still land on it
     assert inverse_cdf_sample(one_hot, torch.Generator().manual_seed(0)).tolist() == [9, 9, 9]
+
+
+def test_an_episode_samples_the_same_tokens_in_any_batch(trained_dir):
+    """Each episode draws from its own stream (run seed, task id, sample), so at T = 1 it samples the same tokens
+    alone, in a batch of other tasks, or split across workers — what lets rollouts move between processes; another
+    seed or another sample index gives other draws."""
+    from agentic_rl.envs import make_env
+    from agentic_rl.policies import HFPolicy, SamplingConfig
+    from agentic_rl.runtime.rollout import run_episodes
+
+    env = make_env("tool_use")
+    tasks = env.tasks("eval", 6, seed=2)
+    policy = HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=32))
+    together = run_episodes(lambda: make_env("tool_use"), tasks, policy, group_size=2, seed=11)
+    parts = [t for part in (tasks[:1], tasks[1:4], tasks[4:])
+             for t in run_episodes(lambda: make_env("tool_use"), part, policy, group_size=2, seed=11)]
+    assert [(t.task_id, t.sample) for t in together] == [(t.task_id, t.sample) for t in parts]
+    for a, b in zip(together, parts):
+        assert a.ids == b.ids and a.messages == b.messages
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-5
+    other = run_episodes(lambda: make_env("tool_use"), tasks, policy, group_size=2, seed=12)
+    assert [t.ids for t in other] != [t.ids for t in together]
+    assert any(a.ids != b.ids for a, b in zip(together[::2], together[1::2]))  # the two samples of a task differ

@@ -284,9 +284,12 @@ def test_a_turn_cut_by_the_token_limit_is_marked_even_when_the_env_ends_the_epis
     from agentic_rl.runtime.rollout import run_episodes
 
     env = make_env("tool_use")
-    tasks = [t for t in env.tasks("eval", 40) if t.kind == "trivial"][:4]  # answered at once: the cut text ends it
-    trajs = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(1.0, 1)))
-    assert all(t.info.get("cut_by_tokens") for t in trajs)
+    tasks = [t for t in env.tasks("eval", 120) if t.kind == "trivial"][:12]  # answered at once: the cut text ends it
+    policy = HFPolicy(trained_dir, SamplingConfig(1.0, 1))
+    trajs = run_episodes(lambda: make_env("tool_use"), tasks, policy)
+    # one token per turn: every turn is cut but one that is the end-of-turn token itself
+    assert all(bool(t.info.get("cut_by_tokens")) == (t.assistant_ids[-1][-1] != policy.renderer.eos_id) for t in trajs)
+    assert any(t.outcome == "ok" and t.info.get("cut_by_tokens") for t in trajs)  # the env ended it on a cut turn
     assert {t.outcome for t in trajs} <= {"ok", "truncated"}
     long = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(0.0, 64)))
     assert not any(t.info.get("cut_by_tokens") for t in long)

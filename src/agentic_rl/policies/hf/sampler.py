@@ -35,15 +35,19 @@ from .last_position import last_position_only
 warm_up_vml()  # before any model runs: oneMKL's racy first call would make fresh processes differ (numerics.py)
 
 
-def inverse_cdf_sample(logp: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def inverse_cdf_sample(logp: torch.Tensor, gen: torch.Generator | None = None,
+                       u: torch.Tensor | None = None) -> torch.Tensor:
     """One token per row of log-probabilities (rows, vocab), drawn by inverting each row's cumulative distribution.
 
     The same distribution as `torch.multinomial(logp.exp(), 1)` with one uniform draw per row instead of one
-    exponential per vocabulary entry (docs/design-notes.md#the-token-draw). `right=True` never picks a zero-probability token (its cumulative value
-    equals its predecessor's); the clamp covers u·total rounding up to the last entry."""
+    exponential per vocabulary entry (docs/design-notes.md#the-token-draw). `u`: each row's uniform in [0, 1), or
+    None to draw them from `gen`. `right=True` never picks a zero-probability token (its cumulative value equals its
+    predecessor's); the clamp covers u·total rounding up to the last entry."""
     cdf = logp.exp().cumsum(dim=-1)
-    u = torch.rand(logp.shape[0], 1, generator=gen, device=logp.device, dtype=cdf.dtype) * cdf[:, -1:]
-    return torch.searchsorted(cdf, u, right=True).clamp_(max=logp.shape[-1] - 1).squeeze(1)
+    if u is None:
+        u = torch.rand(logp.shape[0], 1, generator=gen, device=logp.device, dtype=cdf.dtype)
+    target = u.reshape(-1, 1).to(cdf.dtype) * cdf[:, -1:]
+    return torch.searchsorted(cdf, target, right=True).clamp_(max=logp.shape[-1] - 1).squeeze(1)
 
 
 def nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -148,7 +152,11 @@ class HFSession(Session):
         self.attn = torch.zeros(0, 0, dtype=torch.long, device=self.dev)  # (rows, slots): 1 where a slot holds a token
         self.requests: dict[int, TurnRequest] | None = None  # per-row settings (`LiveBatch`); None: the policy's
         self.default = TurnRequest([], self.cfg.temperature, self.cfg.max_new_tokens)
-        self.gens: dict[int, torch.Generator] = {}  # rows with a seed of their own
+        # each episode's own random stream: the same draws whatever batch it is sampled in (rows of a live batch
+        # without a seed of their own draw from the batch's, `gen`)
+        self.gens: dict[int, torch.Generator] = {
+            e: torch.Generator(device=self.dev).manual_seed(stable_hash("sample", seed, task.id, sample) % 2**63)
+            for e, (task, sample) in enumerate(zip(tasks, samples))}
         self.on_token: Callable[[int, int], None] | None = None
         self._stopped: dict[int, str] = {}  # episodes whose turn a stop string ended, and which one
 
@@ -260,24 +268,35 @@ class HFSession(Session):
         return self.requests[e] if self.requests is not None else self.default
 
     def _draw(self, active: list[int], stacked: torch.Tensor) -> tuple[list[int], list[float]]:
-        """The next token of each active row and its logprob under the row's temperature."""
+        """The next token of each active row and its logprob under the row's temperature.
+
+        Each row draws its uniform from its own stream (`gens`: an episode's, from the run's seed, its task and
+        its sample; a request's own seed) or else the batch's, so an episode samples the same tokens in whatever
+        batch, process or machine it runs."""
         settings = [self._setting(e) for e in active]
-        temps = {r.temperature for r in settings}
-        if len(temps) == 1 and all(r.top_p >= 1.0 for r in settings) and not any(e in self.gens for e in active):
-            T = temps.pop()  # every row alike (the env path): one batched draw from the batch's stream
+        temps = [r.temperature for r in settings]
+        if len(set(temps)) == 1:
+            T = temps[0]
             logp = torch.log_softmax(stacked / T if T > 0 else stacked, dim=-1)
-            tok = inverse_cdf_sample(logp, self.gen) if T > 0 else logp.argmax(dim=-1)
         else:
-            T = torch.tensor([r.temperature if r.temperature > 0 else 1.0 for r in settings], device=stacked.device)
-            logp = torch.log_softmax(stacked / T[:, None], dim=-1)
-            picks = []
-            for k, (e, r) in enumerate(zip(active, settings)):
-                if r.temperature <= 0:
-                    picks.append(logp[k].argmax())
-                    continue
-                row = nucleus(logp[k], r.top_p) if r.top_p < 1.0 else logp[k]
-                picks.append(inverse_cdf_sample(row[None], self.gens.get(e, self.gen))[0])
-            tok = torch.stack(picks)
+            Ts = torch.tensor([t if t > 0 else 1.0 for t in temps], device=stacked.device)
+            logp = torch.log_softmax(stacked / Ts[:, None], dim=-1)
+        if all(t <= 0 for t in temps):
+            tok = logp.argmax(dim=-1)
+        else:
+            dist = logp
+            if any(r.top_p < 1.0 for r in settings):
+                dist = logp.clone()
+                for k, r in enumerate(settings):
+                    if r.top_p < 1.0:
+                        dist[k] = nucleus(logp[k], r.top_p)
+            u = torch.cat([torch.rand(1, generator=self.gens.get(e, self.gen), device=self.dev, dtype=logp.dtype)
+                           for e in active])
+            tok = inverse_cdf_sample(dist, u=u)
+            greedy = [k for k, t in enumerate(temps) if t <= 0]
+            if greedy:
+                rows = torch.tensor(greedy, device=tok.device)
+                tok[rows] = logp[rows].argmax(dim=-1)
         return tok.tolist(), logp.gather(1, tok[:, None]).squeeze(1).tolist()  # one device sync
 
     def _decode(self, episodes: list[int], logits: dict[int, torch.Tensor]) -> list[Turn]:
