@@ -49,6 +49,26 @@ class RolloutSettings(Config):
     """`local`: the policy in this process; `gateway`: the same policy behind the gateway on a loopback port, each
     episode a rollout sampled over HTTP (policies/gateway.py): the same trajectories, through the boundary that
     lets generation move to another process."""
+    backend: Literal["local", "ray"] = "local"
+    """`local`: episodes are sampled in this process; `ray`: by `workers` Ray actors, each with a copy of the policy
+    (updated after every step) and its own envs (scale/ray_rollout.py): the same trajectories, in other processes.
+    Needs the ray extra."""
+    workers: int = Field(2, ge=1)
+    """With backend=ray: how many rollout actors."""
+    ray_address: str | None = None
+    """With backend=ray: the cluster to join (else RAY_ADDRESS, else a local one started and stopped with the run)."""
+    retries: int = Field(1, ge=0)
+    """With backend=ray: how often a lost worker's share of a step is sampled again (by a new worker) before its
+    episodes count as infrastructure failures."""
+    worker_timeout_s: float | None = Field(None, gt=0)
+    """With backend=ray: a worker that returns nothing for this long is taken for hung and replaced (None: never)."""
+
+    @model_validator(mode="after")
+    def _one_place(self) -> RolloutSettings:
+        if self.backend == "ray" and self.engine == "gateway":
+            raise ValueError("rollout.backend=ray samples in Ray actors; rollout.engine=gateway samples through this "
+                             "process's gateway: choose one")
+        return self
 
 
 class GRPOConfig(TrainerConfig):
@@ -143,6 +163,10 @@ class GRPOConfig(TrainerConfig):
         if self.agent and self.advantage == "turn":
             raise ValueError("advantage=turn needs the env's per-turn rewards; an agent function returns one reward "
                              "per episode: use advantage=trajectory with agent")
+        if self.rollout.backend == "ray" and (self.agent or self.finetune == "lora"):
+            raise ValueError("rollout.backend=ray runs the env's own loop with full fine-tuning for now: not with "
+                             + ("agent (its episodes run through this process's gateway)" if self.agent else
+                                "finetune=lora (the workers would need the adapter, not the weights)"))
         return self
 
     @field_validator("group_size")
@@ -189,10 +213,13 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     agent = AgentEpisodes(agent_fn, policy, cfg.env, cfg.agent_workers, cfg.episode_timeout_s) if agent_fn else None
     server = _local_gateway(policy) if cfg.rollout.engine == "gateway" and agent is None else None
     sampling_policy = _over_http(server, cfg) if server else policy
+    workers = _ray_rollout(cfg, str(ckpt or cfg.policy)) if cfg.rollout.backend == "ray" else None
 
     def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
         if agent is not None:
             return agent.run(tasks, cfg.group_size, "-".join(map(str, key)), cfg.temperature)
+        if workers is not None:
+            return workers.run(tasks, cfg.group_size, stable_hash("grpo", *key) % 2**31, cfg.episode_timeout_s)
         return run_episodes(env_factory, tasks, sampling_policy, cfg.group_size,
                             seed=stable_hash("grpo", *key) % 2**31, episode_timeout_s=cfg.episode_timeout_s)
 
@@ -270,6 +297,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                     opt.step()
                     opt.zero_grad(set_to_none=True)
                 step += 1
+                if workers is not None:  # the actors sample the next step with these weights
+                    workers.publish(step, model)
 
                 # 4. Log the learning signal.
                 s = summarize(episodes_of(batch))
@@ -287,6 +316,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                           "infra_excluded": s["infra_failures"], "trajectories_sampled": n_sampled,
                           "trajectories_trained": len(used),
                           "sample_seconds": round(t_sampled - t0, 2), "seconds": round(time.time() - t0, 2)}
+                if workers is not None:
+                    record["rollout_events"] = workers.take_events()  # lost workers, replaced (scale/ray_rollout.py)
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     record["eval"] = evaluate()
                     if record["eval"]["success_rate"] > best:
@@ -317,6 +348,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
         if server is not None:
             sampling_policy.close()
             server.close()
+        if workers is not None:
+            workers.close()
 
 
 def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
@@ -361,6 +394,14 @@ def _local_gateway(policy: HFPolicy) -> Any:
     from ..serve.local import LocalGateway
 
     return LocalGateway(policy)
+
+
+def _ray_rollout(cfg: GRPOConfig, model_dir: str) -> Any:
+    """Ray actors that sample the env's episodes with copies of the policy (rollout.backend=ray)."""
+    from ..scale.ray_rollout import RayRollout
+
+    return RayRollout(cfg.env, cfg.env_args, model_dir, cfg.temperature, cfg.max_new_tokens, cfg.rollout.workers,
+                      cfg.rollout.ray_address, cfg.rollout.retries, cfg.rollout.worker_timeout_s)
 
 
 def _over_http(server: Any, cfg: GRPOConfig) -> Any:

@@ -1,0 +1,1 @@
+"""Outgrowing one process: rollout workers on Ray (ray_rollout.py)."""

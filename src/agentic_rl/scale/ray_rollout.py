@@ -1,0 +1,176 @@
+"""Rollout workers on Ray (`rollout.backend=ray`): tasks × G split across actors, the same trajectories as local.
+
+Each actor holds a copy of the policy and builds its own envs; `run` splits the tasks into contiguous shares (the G
+samples of a task stay together), the actors sample them at once, and the trajectories come back in task order.
+Every episode draws from its own random stream (run seed, step, task id, sample: `policies/hf/sampler.py`), so
+where it runs does not change what it samples. After each optimizer step the learner `publish`es its weights once
+to Ray's object store and every actor loads them; each trajectory records the weights version it was sampled with,
+and an actor refuses to sample with another version than the one asked for.
+
+A worker that dies mid-step (or hangs past `hang_s`) loses no run: it is replaced by a new actor with the current
+weights, its share is sampled again, and past `retries` its episodes come back as infrastructure failures
+(`outcome="env_error"`, left out of the loss like any env crash); each event is kept in `events` for the step's
+metrics. `RAY_ADDRESS` (or `rollout.ray_address`) joins an existing cluster; otherwise a local one is started and
+shut down with the run. Ray is an extra (`pip install -e '.[ray]'`), imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..envs.base import Task
+from ..runtime.trajectory import Trajectory
+
+# Several torch processes on one machine: each samples on its own threads, and OpenMP threads that wait do not spin
+# (beside a training job, spinning made a 2-thread decode step ~5× slower here).
+WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
+
+
+class RolloutWorker:
+    """One actor's state: a policy copy, the env to build, and the weights version it holds."""
+
+    def __init__(self, env: str, env_args: dict[str, Any], model_dir: str, temperature: float,
+                 max_new_tokens: int | None, threads: int):
+        from ..envs import make_env
+        from ..policies import HFPolicy, SamplingConfig
+
+        torch.set_num_threads(threads)
+        self.env_factory = lambda: make_env(env, **env_args)
+        self.policy = HFPolicy(model_dir, SamplingConfig(temperature, max_new_tokens), dtype=torch.float32)
+        self.version = 0
+
+    def load(self, version: int, state: dict[str, torch.Tensor]) -> int:
+        """Take the learner's weights of `version`."""
+        self.policy.model.load_state_dict(state)
+        self.version = version
+        return version
+
+    def run(self, tasks: Sequence[Task], group_size: int, seed: int, version: int,
+            episode_timeout_s: float | None) -> list[Trajectory]:
+        from ..runtime.rollout import run_episodes
+
+        if version != self.version:
+            raise RuntimeError(f"asked to sample with weights version {version}, but this worker holds {self.version}")
+        self.policy.model.eval()
+        trajs = run_episodes(self.env_factory, tasks, self.policy, group_size, seed, episode_timeout_s)
+        for t in trajs:
+            t.info["weights_version"] = version
+            t.info["worker_pid"] = os.getpid()
+        return trajs
+
+    def checksum(self) -> float:
+        """A sum over every weight: tests compare it with the learner's."""
+        return float(sum(p.double().sum() for p in self.policy.model.state_dict().values()))
+
+
+def _lost(task: Task, sample: int, version: int) -> Trajectory:
+    """An episode whose worker was lost past the retries: an infrastructure failure, out of the loss."""
+    return Trajectory(env="", task_id=task.id, task_kind=task.kind, sample=sample, messages=[], turn_rewards=[],
+                      reward=0.0, outcome="env_error", success=False,
+                      info={"error": "its rollout worker was lost", "weights_version": version})
+
+
+class RayRollout:
+    """`workers` Ray actors sampling the env's episodes; `close` (or leaving the `with`) ends them."""
+
+    def __init__(self, env: str, env_args: dict[str, Any], model_dir: str, temperature: float,
+                 max_new_tokens: int | None, workers: int, address: str | None = None, retries: int = 1,
+                 hang_s: float | None = None):
+        try:
+            import ray
+        except ImportError as e:
+            raise ImportError("rollout.backend=ray needs Ray: pip install -e '.[ray]'") from e
+        self.ray = ray
+        self.started = not ray.is_initialized()
+        if self.started:
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            # a cluster of our own gets one CPU per worker; joining one, its resources are what it has
+            try:
+                ray.init(address=address, num_cpus=None if address else max(workers, os.cpu_count() or 1),
+                         include_dashboard=False, log_to_driver=False, configure_logging=False,
+                         runtime_env={"env_vars": WORKER_ENV})
+            except (ConnectionError, RuntimeError) as e:
+                causes, cause = [], e  # the reason is in the exception's causes
+                while cause is not None and len(causes) < 8:
+                    causes.append(str(cause))
+                    cause = cause.__cause__ or cause.__context__
+                hint = (" It uses token authentication (`ray start` turns it on): run with RAY_AUTH_MODE=token, the "
+                        "token in ~/.ray/auth_token." if "authentication" in " ".join(causes).lower() else "")
+                raise ConnectionError(f"cannot join the Ray cluster at {address}.{hint} ({type(e).__name__}: "
+                                      f"{str(e).splitlines()[0]})") from e
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        actor = ray.remote(num_cpus=1, max_restarts=0)(RolloutWorker)
+        self._new_actor = lambda: actor.remote(env, env_args, model_dir, temperature, max_new_tokens, threads)
+        self.actors = [self._new_actor() for _ in range(workers)]
+        self.retries, self.hang_s = retries, hang_s
+        self.version, self._state = 0, None
+        self.events: list[str] = []  # lost workers since the caller last took them (`take_events`)
+
+    def publish(self, version: int, model: torch.nn.Module) -> None:
+        """Every actor takes `model`'s weights (put once in the object store) as `version`."""
+        state = self.ray.put({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+        self.ray.get([a.load.remote(version, state) for a in self.actors])
+        self.version, self._state = version, state
+
+    def run(self, tasks: Sequence[Task], group_size: int, seed: int,
+            episode_timeout_s: float | None = None) -> list[Trajectory]:
+        """`group_size` episodes of every task, split across the actors; grouped by task, samples in order."""
+        tasks = list(tasks)
+        n = len(self.actors)
+        shares = [tasks[len(tasks) * k // n:len(tasks) * (k + 1) // n] for k in range(n)]
+        done: dict[int, list[Trajectory]] = {}
+        pending = {self.actors[k].run.remote(shares[k], group_size, seed, self.version, episode_timeout_s): (k, 0)
+                   for k in range(n) if shares[k]}
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.hang_s)
+            lost = ready or list(pending)  # nothing ready within hang_s: every worker still out is hung
+            for ref in lost:
+                k, tries = pending.pop(ref)
+                try:
+                    if not ready:
+                        raise TimeoutError(f"no reply within {self.hang_s:g} s")
+                    done[k] = self.ray.get(ref)
+                    continue
+                except self.ray.exceptions.RayTaskError:
+                    raise  # the worker raised: a bug to report, not a lost process
+                except (self.ray.exceptions.RayActorError, TimeoutError) as e:
+                    self._replace(k, f"worker {k} lost while sampling {len(shares[k])} tasks "
+                                     f"(try {tries + 1} of {self.retries + 1}): {type(e).__name__}")
+                if tries < self.retries:
+                    again = self.actors[k].run.remote(shares[k], group_size, seed, self.version, episode_timeout_s)
+                    pending[again] = (k, tries + 1)
+                else:
+                    done[k] = [_lost(t, j, self.version) for t in shares[k] for j in range(group_size)]
+        return [t for k in sorted(done) for t in done[k]]
+
+    def _replace(self, k: int, event: str) -> None:
+        """A new actor in place of actor k, holding the current weights."""
+        self.events.append(event)
+        self.ray.kill(self.actors[k])
+        self.actors[k] = self._new_actor()
+        if self._state is not None:
+            self.ray.get(self.actors[k].load.remote(self.version, self._state))
+
+    def take_events(self) -> list[str]:
+        events, self.events = self.events, []
+        return events
+
+    def checksums(self) -> list[float]:
+        return self.ray.get([a.checksum.remote() for a in self.actors])
+
+    def close(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a)
+        self.actors = []
+        if self.started and self.ray.is_initialized():
+            self.ray.shutdown()
+
+    def __enter__(self) -> RayRollout:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,117 @@
+"""Rollout workers on Ray give what the local backend gives: the same trajectories for the same seed (each episode
+draws from its own stream), and a GRPO run whose workers take the learner's weights after every step trains the same
+model as a local run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("ray")
+
+from agentic_rl.config import load_config
+from agentic_rl.envs import make_env
+from agentic_rl.policies import HFPolicy, SamplingConfig
+from agentic_rl.runtime.rollout import run_episodes
+from agentic_rl.scale.ray_rollout import RayRollout
+from agentic_rl.train.grpo import GRPOConfig, train_grpo
+
+
+def _same(local, remote, version):
+    assert [(t.task_id, t.sample) for t in remote] == [(t.task_id, t.sample) for t in local]
+    for a, b in zip(local, remote):
+        assert a.ids == b.ids and a.mask == b.mask and a.messages == b.messages and a.reward == b.reward
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-5
+        assert b.info["weights_version"] == version
+
+
+def test_two_ray_workers_sample_the_local_trajectories_and_take_published_weights(trained_dir):
+    tasks = make_env("tool_use").tasks("eval", 5, seed=1)
+    policy = HFPolicy(trained_dir, SamplingConfig(1.0, 32))
+    local = run_episodes(lambda: make_env("tool_use"), tasks, policy, group_size=2, seed=7)
+    with RayRollout("tool_use", {}, str(trained_dir), 1.0, 32, workers=2) as workers:
+        remote = workers.run(tasks, 2, seed=7)
+        _same(local, remote, 0)
+        assert len({t.info["worker_pid"] for t in remote}) == 2  # both workers sampled a share
+        with torch.no_grad():  # the learner's next weights: every worker must sample with them
+            for p in policy.model.parameters():
+                p.add_(0.01 * torch.randn_like(p))
+        workers.publish(1, policy.model)
+        total = float(sum(p.double().sum() for p in policy.model.state_dict().values()))
+        assert workers.checksums() == pytest.approx([total, total], rel=1e-12)
+        _same(run_episodes(lambda: make_env("tool_use"), tasks, policy, group_size=2, seed=7),
+              workers.run(tasks, 2, seed=7), 1)
+        workers.version = 0  # a driver that asks for weights the workers no longer hold is refused
+        with pytest.raises(Exception, match="weights version 0, but this worker holds 1"):
+            workers.run(tasks[:1], 2, seed=7)
+
+
+def test_grpo_with_ray_workers_trains_what_a_local_run_trains(trained_dir, tmp_path):
+    """Two steps: the second step's episodes are sampled by the workers with the weights the first step made, so
+    the runs' second steps agree only if those weights reached them."""
+    common = [f"policy={trained_dir}", "steps=2", "tasks_per_step=3", "group_size=2", "max_new_tokens=32",
+              "eval_tasks=2", "lr=1e-3", "seed=3"]
+    for name, extra in (("local", []), ("ray", ["rollout.backend=ray", "rollout.workers=2"])):
+        train_grpo(load_config(GRPOConfig, overrides=common + extra), tmp_path / name)
+    metrics = {n: [json.loads(x) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
+               for n in ("local", "ray")}
+    assert len(metrics["local"]) == len(metrics["ray"]) == 2
+    for a, b in zip(metrics["local"], metrics["ray"]):
+        for key in ("reward_mean", "success_rate", "tokens_per_traj", "trajectories_trained", "tool_calls_per_traj"):
+            assert a[key] == b[key], key
+        for key in ("loss", "entropy", "approx_kl"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    one = HFPolicy(tmp_path / "local" / "model").model.state_dict()
+    two = HFPolicy(tmp_path / "ray" / "model").model.state_dict()
+    start = HFPolicy(trained_dir).model.state_dict()
+    assert any(not torch.equal(one[k], start[k]) for k in one)  # it trained
+    # Adam divides each gradient by its own running scale: where a gradient is ~0, the last-digit differences of
+    # the two runs' logprobs move a weight by up to ~lr; the step's statistics above are the exact comparison
+    for k in one:
+        torch.testing.assert_close(one[k], two[k], rtol=0, atol=2e-3)
+
+
+def test_a_lost_worker_is_replaced_and_its_share_sampled_again(trained_dir, tmp_path):
+    """The worker that steps one task dies there. Once (the marker stops the second death): a new worker samples
+    the share again and the step's trajectories are the local ones. Every time: past the retries, that share's
+    episodes are infrastructure failures and the others are kept. Both are recorded as events."""
+    env = "tests.scale.dying_env:DyingEnv"
+    tasks = make_env("tool_use").tasks("eval", 4, seed=1)
+    local = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(1.0, 32)),
+                         group_size=2, seed=7)
+    once = {"die_on": tasks[3].id, "marker": str(tmp_path / "died")}
+    with RayRollout(env, once, str(trained_dir), 1.0, 32, workers=2, retries=1) as workers:
+        got = workers.run(tasks, 2, seed=7)
+        events = workers.take_events()
+        again = workers.run(tasks, 2, seed=7)  # the replaced worker samples the next step as any other
+    assert len(events) == 1 and "worker 1 lost" in events[0] and (tmp_path / "died").exists()
+    _same(local, got, 0)
+    _same(local, again, 0)
+    with RayRollout(env, {"die_on": tasks[0].id}, str(trained_dir), 1.0, 32, workers=2, retries=1) as workers:
+        got = workers.run(tasks, 2, seed=7)
+        events = workers.take_events()
+    assert len(events) == 2 and all("worker 0 lost" in e for e in events)
+    assert [t.outcome for t in got[:4]] == ["env_error"] * 4 and all(t.is_infra_failure for t in got[:4])
+    _same(local[4:], got[4:], 0)
+
+
+def test_a_hung_worker_is_taken_for_lost(trained_dir, tmp_path):
+    env = "tests.scale.dying_env:DyingEnv"
+    tasks = make_env("tool_use").tasks("eval", 2, seed=1)
+    local = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(1.0, 32)),
+                         group_size=2, seed=7)
+    hang = {"die_on": tasks[0].id, "marker": str(tmp_path / "hung"), "hang": True}
+    with RayRollout(env, hang, str(trained_dir), 1.0, 32, workers=2, retries=1, hang_s=10) as workers:
+        got = workers.run(tasks, 2, seed=7)
+        events = workers.take_events()
+    assert len(events) == 1 and "worker 0 lost" in events[0] and "TimeoutError" in events[0]
+    _same(local, got, 0)
+
+
+def test_the_ray_backend_refuses_what_it_cannot_do_yet():
+    for extra, why in ((["rollout.engine=gateway"], "choose one"), (["agent=m:f"], "not with agent"),
+                       (["finetune=lora"], "not with finetune=lora")):
+        with pytest.raises(ValueError, match=why):
+            load_config(GRPOConfig, overrides=["rollout.backend=ray", *extra])
