@@ -55,9 +55,9 @@ def main() -> None:
     with RayRollout(args.env, {}, args.policy, 1.0, tokens, args.workers) as workers:
         workers.run(tasks[:1], 1, seed=0)  # the actors load their model before the clock starts
         for k in range(args.repeats):
-            rows["local"].append(timed(lambda: run_episodes(lambda: make_env(args.env), tasks, policy, args.group,
-                                                            seed=k)))
-            rows["ray"].append(timed(lambda: workers.run(tasks, args.group, seed=k)))
+            rows["local"].append(timed(lambda k=k: run_episodes(lambda: make_env(args.env), tasks, policy,
+                                                                args.group, seed=k)))
+            rows["ray"].append(timed(lambda k=k: workers.run(tasks, args.group, seed=k)))
     rate = {name: statistics.median(n / s for s, _, n in r) for name, r in rows.items()}
     result = {"env": args.env, "policy": args.policy, "episodes": args.tasks * args.group, "workers": args.workers,
               "local_episodes_per_s": round(rate["local"], 3), "ray_episodes_per_s": round(rate["ray"], 3),
