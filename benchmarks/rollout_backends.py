@@ -1,10 +1,11 @@
 """Rollout backends side by side: episodes per second with `rollout.backend=local` (one process samples every
 episode in lock-step) against `ray` with N workers (each samples its share, its env steps beside the others'
 generation), on the same tasks and seeds, with the machine's CPU utilisation during each (/proc/stat: every
-process, the workers included). Repeats alternate between the two.
+process, the workers included). Repeats alternate between the two. With `--grpo-steps N`: GRPO steps per minute on
+Ray workers with `rollout.overlap=1` (the next step sampled while this one trains) against without.
 
     python benchmarks/rollout_backends.py --policy DIR [--env codefix] [--tasks 8] [--group 2] [--workers 2]
-                                          [--tokens 96] [--repeats 2] [--json FILE]
+                                          [--tokens 96] [--repeats 2] [--grpo-steps 0] [--json FILE]
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +38,32 @@ def timed(run) -> tuple[float, float, int]:
     return w1 - w0, (b1 - b0) / max(t1 - t0, 1), n
 
 
+def grpo_steps_per_minute(args: argparse.Namespace) -> dict[str, object]:
+    """GRPO on Ray workers, overlap 0 then 1: steps per minute over the steps' own seconds (sampling to update),
+    the machine's CPU utilisation over each run."""
+    from agentic_rl.config import load_config
+    from agentic_rl.train.grpo import GRPOConfig, train_grpo
+
+    out: dict[str, object] = {}
+    for overlap in (0, 1):
+        cfg = load_config(GRPOConfig, overrides=[
+            f"env={args.env}", f"policy={args.policy}", f"steps={args.grpo_steps}", f"tasks_per_step={args.tasks}",
+            f"group_size={max(args.group, 2)}", "eval_tasks=2", "eval_every=0", "rollout.backend=ray",
+            f"rollout.workers={args.workers}", f"rollout.overlap={overlap}"])
+        run = Path(tempfile.mkdtemp()) / "run"
+        b0, t0 = cpu()
+        train_grpo(cfg, run)
+        b1, t1 = cpu()
+        steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        seconds = sum(m["seconds"] for m in steps)
+        out[f"overlap_{overlap}"] = {"steps_per_minute": round(60 * len(steps) / seconds, 2),
+                                     "step_seconds": [m["seconds"] for m in steps],
+                                     "cpu_utilisation": round((b1 - b0) / max(t1 - t0, 1), 2)}
+    rates = [out[f"overlap_{k}"]["steps_per_minute"] for k in (0, 1)]  # type: ignore[index]
+    out["overlap_over_none"] = round(rates[1] / rates[0], 2)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policy", required=True, help="a model directory (an SFT model of the env samples real turns)")
@@ -45,6 +73,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=None, help="most new tokens per turn (default: the env's)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--grpo-steps", type=int, default=0, help="also time GRPO with and without rollout.overlap=1")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     env = make_env(args.env)
@@ -64,6 +93,8 @@ def main() -> None:
               "ray_over_local": round(rate["ray"] / rate["local"], 2),
               "cpu_utilisation": {name: [round(u, 2) for _, u, _ in r] for name, r in rows.items()},
               "seconds": {name: [round(s, 2) for s, _, _ in r] for name, r in rows.items()}}
+    if args.grpo_steps:
+        result["grpo"] = grpo_steps_per_minute(args)
     for key, value in result.items():
         print(f"{key:22s} {value}")
     if args.json:

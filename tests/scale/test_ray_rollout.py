@@ -115,3 +115,20 @@ def test_the_ray_backend_refuses_what_it_cannot_do_yet():
                        (["finetune=lora"], "not with finetune=lora")):
         with pytest.raises(ValueError, match=why):
             load_config(GRPOConfig, overrides=["rollout.backend=ray", *extra])
+
+
+def test_overlap_samples_the_next_step_while_this_one_trains(trained_dir, tmp_path):
+    """rollout.overlap=1: every step after the first trains on trajectories sampled with the weights one update old
+    (staleness 1, recorded), so the ratio against their sampling logprobs is no longer 1 (approx_kl > 0), where the
+    first step, on-policy, has it at float rounding."""
+    cfg = load_config(GRPOConfig, overrides=[f"policy={trained_dir}", "steps=3", "tasks_per_step=3", "group_size=2",
+                                             "max_new_tokens=32", "eval_tasks=2", "lr=1e-3", "seed=3",
+                                             "rollout.backend=ray", "rollout.workers=2", "rollout.overlap=1"])
+    train_grpo(cfg, tmp_path / "run")
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["staleness_max"] for m in lines] == [0, 1, 1]
+    assert lines[0]["approx_kl"] < 1e-6 < min(m["approx_kl"] for m in lines[1:])
+    with pytest.raises(ValueError, match="max_staleness"):
+        load_config(GRPOConfig, overrides=["rollout.backend=ray", "rollout.overlap=1", "rollout.max_staleness=0"])
+    with pytest.raises(ValueError, match=r"set rollout\.backend=ray"):
+        load_config(GRPOConfig, overrides=["rollout.overlap=1"])

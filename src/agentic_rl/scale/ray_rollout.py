@@ -111,20 +111,33 @@ class RayRollout:
         self.events: list[str] = []  # lost workers since the caller last took them (`take_events`)
 
     def publish(self, version: int, model: torch.nn.Module) -> None:
-        """Every actor takes `model`'s weights (put once in the object store) as `version`."""
+        """Every actor takes `model`'s weights (put once in the object store) as `version`. It does not wait: an
+        actor loads them after the sampling it is doing, before any it is asked for later."""
         state = self.ray.put({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
-        self.ray.get([a.load.remote(version, state) for a in self.actors])
+        for a in self.actors:
+            a.load.remote(version, state)
         self.version, self._state = version, state
 
     def run(self, tasks: Sequence[Task], group_size: int, seed: int,
             episode_timeout_s: float | None = None) -> list[Trajectory]:
         """`group_size` episodes of every task, split across the actors; grouped by task, samples in order."""
+        return self.collect(self.submit(tasks, group_size, seed, episode_timeout_s))
+
+    def submit(self, tasks: Sequence[Task], group_size: int, seed: int,
+               episode_timeout_s: float | None = None) -> dict[str, Any]:
+        """Start sampling (with the weights published last) and return at once; `collect` gathers the result."""
         tasks = list(tasks)
         n = len(self.actors)
         shares = [tasks[len(tasks) * k // n:len(tasks) * (k + 1) // n] for k in range(n)]
-        done: dict[int, list[Trajectory]] = {}
+        args = (group_size, seed, episode_timeout_s)
         pending = {self.actors[k].run.remote(shares[k], group_size, seed, self.version, episode_timeout_s): (k, 0)
                    for k in range(n) if shares[k]}
+        return {"shares": shares, "args": args, "pending": pending}
+
+    def collect(self, batch: dict[str, Any]) -> list[Trajectory]:
+        """The trajectories of a `submit`, in task order; lost workers replaced and their shares sampled again."""
+        shares, (group_size, seed, episode_timeout_s), pending = batch["shares"], batch["args"], batch["pending"]
+        done: dict[int, list[Trajectory]] = {}
         while pending:
             ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.hang_s)
             lost = ready or list(pending)  # nothing ready within hang_s: every worker still out is hung
@@ -140,7 +153,7 @@ class RayRollout:
                 except (self.ray.exceptions.RayActorError, TimeoutError) as e:
                     self._replace(k, f"worker {k} lost while sampling {len(shares[k])} tasks "
                                      f"(try {tries + 1} of {self.retries + 1}): {type(e).__name__}")
-                if tries < self.retries:
+                if tries < self.retries:  # again, by the new actor, with the weights it was given
                     again = self.actors[k].run.remote(shares[k], group_size, seed, self.version, episode_timeout_s)
                     pending[again] = (k, tries + 1)
                 else:

@@ -62,12 +62,25 @@ class RolloutSettings(Config):
     episodes count as infrastructure failures."""
     worker_timeout_s: float | None = Field(None, gt=0)
     """With backend=ray: a worker that returns nothing for this long is taken for hung and replaced (None: never)."""
+    overlap: int = Field(0, ge=0, le=1)
+    """With backend=ray: 1 samples step k+1 while the learner trains on step k (one step off-policy, as verl's and
+    prime-rl's async modes): the workers sample with the weights one update old, and the loss's ratio is taken
+    against the logprobs they recorded. 0: every step samples with the newest weights."""
+    max_staleness: int = Field(1, ge=0)
+    """The most updates a trajectory's weights may lag the learner's: `overlap` may not exceed it. Each trajectory
+    records its lag (`info.staleness`) and each step its largest (`staleness_max` in metrics.jsonl)."""
 
     @model_validator(mode="after")
     def _one_place(self) -> RolloutSettings:
         if self.backend == "ray" and self.engine == "gateway":
             raise ValueError("rollout.backend=ray samples in Ray actors; rollout.engine=gateway samples through this "
                              "process's gateway: choose one")
+        if self.overlap and self.backend != "ray":
+            raise ValueError("rollout.overlap=1 samples in Ray workers while this process trains: set "
+                             "rollout.backend=ray")
+        if self.overlap > self.max_staleness:
+            raise ValueError(f"rollout.overlap={self.overlap} samples with weights {self.overlap} update(s) old, more "
+                             f"than rollout.max_staleness={self.max_staleness} allows")
         return self
 
 
@@ -163,6 +176,9 @@ class GRPOConfig(TrainerConfig):
         if self.agent and self.advantage == "turn":
             raise ValueError("advantage=turn needs the env's per-turn rewards; an agent function returns one reward "
                              "per episode: use advantage=trajectory with agent")
+        if self.rollout.overlap and self.dynamic_sampling:
+            raise ValueError("rollout.overlap=1 samples the next step's tasks ahead; dynamic_sampling decides them "
+                             "after each round: use one")
         if self.rollout.backend == "ray" and (self.agent or self.finetune == "lora"):
             raise ValueError("rollout.backend=ray runs the env's own loop with full fine-tuning for now: not with "
                              + ("agent (its episodes run through this process's gateway)" if self.agent else
@@ -214,6 +230,9 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
     server = _local_gateway(policy) if cfg.rollout.engine == "gateway" and agent is None else None
     sampling_policy = _over_http(server, cfg) if server else policy
     workers = _ray_rollout(cfg, str(ckpt or cfg.policy)) if cfg.rollout.backend == "ray" else None
+    ahead: Any = None  # rollout.overlap: the next step's sampling, started before this step trains
+    if workers is not None and step:
+        workers.publish(step, model)  # a resumed run's workers hold the checkpoint's weights, as version `step`
 
     def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
         if agent is not None:
@@ -249,7 +268,15 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                 while True:
                     lo = (step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0)) + round_) * per_round
                     tasks = pool[lo:lo + per_round]
-                    trajs = sample(tasks, (cfg.seed, step, round_))
+                    if workers is not None and cfg.rollout.overlap:  # this step's, sampled while the last trained
+                        trajs = workers.collect(ahead) if ahead is not None else sample(tasks, (cfg.seed, step, 0))
+                        nxt = pool[lo + per_round:lo + 2 * per_round]
+                        ahead = workers.submit(nxt, cfg.group_size, stable_hash("grpo", cfg.seed, step + 1, 0) % 2**31,
+                                               cfg.episode_timeout_s) if step + 1 < cfg.steps else None
+                    else:
+                        trajs = sample(tasks, (cfg.seed, step, round_))
+                    for t in trajs:  # how many updates behind the learner's weights its own were (≤ overlap)
+                        t.info["staleness"] = step - t.info.get("weights_version", step)
                     n_sampled += len(trajs)
                     new = [trajs[i:i + cfg.group_size] for i in range(0, len(trajs), cfg.group_size)]
                     if cfg.dynamic_sampling:
@@ -318,6 +345,7 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                           "sample_seconds": round(t_sampled - t0, 2), "seconds": round(time.time() - t0, 2)}
                 if workers is not None:
                     record["rollout_events"] = workers.take_events()  # lost workers, replaced (scale/ray_rollout.py)
+                    record["staleness_max"] = max((t.info.get("staleness", 0) for t in batch), default=0)
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     record["eval"] = evaluate()
                     if record["eval"]["success_rate"] > best:
