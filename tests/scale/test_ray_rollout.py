@@ -115,6 +115,8 @@ def test_the_ray_backend_refuses_what_it_cannot_do_yet():
                        (["finetune=lora"], "not with finetune=lora")):
         with pytest.raises(ValueError, match=why):
             load_config(GRPOConfig, overrides=["rollout.backend=ray", *extra])
+    with pytest.raises(ValueError, match=r"rollout\.workers: it is used only with rollout\.backend=ray"):
+        load_config(GRPOConfig, overrides=["rollout.workers=4"])  # without the backend it would do nothing
 
 
 def test_overlap_samples_the_next_step_while_this_one_trains(trained_dir, tmp_path):

@@ -70,6 +70,11 @@ class RolloutSettings(Config):
     """The most updates a trajectory's weights may lag the learner's: `overlap` may not exceed it. Each trajectory
     records its lag (`info.staleness`) and each step its largest (`staleness_max` in metrics.jsonl)."""
 
+    def inapplicable(self) -> dict[str, str]:
+        ray = self.backend == "ray"
+        return super().inapplicable() | used_only_with(*[(key, "rollout.backend=ray", ray) for key in (
+            "workers", "ray_address", "retries", "worker_timeout_s", "max_staleness")])
+
     @model_validator(mode="after")
     def _one_place(self) -> RolloutSettings:
         if self.backend == "ray" and self.engine == "gateway":
