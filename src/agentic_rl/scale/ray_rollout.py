@@ -26,7 +26,7 @@ from ..envs.base import Task
 from ..runtime.trajectory import Trajectory
 
 # Several torch processes on one machine: each samples on its own threads, and OpenMP threads that wait do not spin
-# (beside a training job, spinning made a 2-thread decode step ~5× slower here).
+# (spinning threads slow every other process's work: issue 42).
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
 
 

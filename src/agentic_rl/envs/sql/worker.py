@@ -26,9 +26,8 @@ from typing import Any
 
 DB_PATH = str(Path(__file__).with_name("db.py"))
 # The worker's address space: a query that would need more fails with "out of memory". Small enough that a query
-# growing its memory meets this cap well before its CPU timer (~0.4 s of CPU against 2.25 s), so the same query gets
-# the same message however busy or slow the machine is: at 512 MiB it took ~1.1 s here, and a slower CI machine hit
-# the timer first.
+# growing its memory meets this cap long before its CPU timer, so the same query gets the same message however busy
+# or slow the machine is (docs/results-history.md#test-suite: why 256 MiB).
 MEMORY_BYTES = 256 << 20
 TEMP_FILE_BYTES = 256 << 20  # the largest temporary file a sort may write
 BACKSTOP_FACTOR = 10.0  # the trainer waits at most this many times a query's limit for its reply
