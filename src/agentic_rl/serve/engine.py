@@ -113,7 +113,7 @@ class Engine:
             waiting.append(job)
 
     def _admit(self, waiting: deque[Job]) -> None:
-        """Admit waiting jobs in arrival order while they fit and can join the running batch."""
+        """Admit waiting jobs, in arrival order, while the batch has room for them (each joins at the next step)."""
         live, taken, rows = self._live, [], self._live.running
         while not self._released.empty():
             live.release(self._released.get())
