@@ -23,6 +23,7 @@ from .policies import HFPolicy, SamplingConfig, TeacherPolicy
 from .runtime.rollout import run_episodes
 from .runtime.trajectory import save_jsonl
 from .train.checkpoint import latest_checkpoint
+from .train.distributed import launched_by_torchrun
 from .train.grpo import GRPOConfig, train_grpo
 from .train.sft import SFTConfig, train_sft
 from .ui import console, eval_table, status
@@ -144,6 +145,10 @@ def env_run_defaults(path: str | Path | None, overrides: list[str], env: str | N
 def run_pipeline(cfg: RunConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
     t0 = time.time()
     out = Path(out)
+    if launched_by_torchrun():
+        raise ConfigError("agentic-rl run is one process; to train with several, run its stages under the launcher: "
+                          "torchrun --nproc_per_node N -m agentic_rl.cli sft …, then the same with grpo "
+                          "(docs/scaling.md)")
     check_run_dir(cfg, out, resume)  # every refusal comes before the first write
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.record(out), sort_keys=False, allow_unicode=True))

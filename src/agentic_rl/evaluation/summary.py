@@ -14,7 +14,14 @@ EVAL_SEED_OFFSET = 7919  # evaluation samples from its own stream, apart from tr
 def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy: Any, seed: int,
                     samples: int = 1) -> dict[str, Any]:
     """Run `policy` `samples` times on each task and summarize all the episodes together (success_rate is then the
-    mean over the samples). A model policy is put in eval mode for the run only."""
+    mean over the samples)."""
+    return summarize(evaluation_episodes(env_factory, tasks, policy, seed, samples))
+
+
+def evaluation_episodes(env_factory: Callable[[], Any], tasks: Sequence[Any], policy: Any, seed: int,
+                        samples: int = 1) -> list[Trajectory]:
+    """`evaluate_policy`'s episodes, before the summary (each draws from its own stream, so a share of the tasks gives
+    that share's episodes). A model policy is put in eval mode for the run only."""
     from ..runtime.rollout import run_episodes
 
     model = getattr(policy, "model", None)
@@ -22,7 +29,7 @@ def evaluate_policy(env_factory: Callable[[], Any], tasks: Sequence[Any], policy
     if model is not None:
         model.eval()
     try:
-        return summarize(run_episodes(env_factory, tasks, policy, group_size=samples, seed=seed + EVAL_SEED_OFFSET))
+        return run_episodes(env_factory, tasks, policy, group_size=samples, seed=seed + EVAL_SEED_OFFSET)
     finally:
         if was_training:
             model.train()

@@ -19,10 +19,10 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from ..atomic import atomic_write_json
-from ..config import Config, used_only_with
+from ..config import Config, ConfigError, used_only_with
 from ..device import autocast, resolve_precision
 from ..envs.base import stable_hash
-from ..evaluation.summary import evaluate_policy, summarize
+from ..evaluation.summary import evaluation_episodes, summarize
 from ..policies import HFPolicy, SamplingConfig
 from ..runtime.rollout import run_episodes
 from ..runtime.trajectory import Trajectory
@@ -30,6 +30,7 @@ from ..ui import console, progress
 from .agent import AgentEpisodes, episodes_of, load_agent, read_tasks_file
 from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
 from .config import TrainerConfig
+from .distributed import DataParallel, launched_by_torchrun
 from .grpo_math import advantages, batch_loss, clipped_surrogate, kl_k3, kl_k3_ratio, turn_advantages
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import Trainee
@@ -206,12 +207,27 @@ class GRPOConfig(TrainerConfig):
 
 
 def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
+    """Train, under one process or several (torchrun / accelerate launch: train/distributed.py)."""
+    if launched_by_torchrun() and (cfg.agent or cfg.rollout.backend != "local" or cfg.rollout.engine != "local"):
+        raise ConfigError("several training processes (torchrun, accelerate launch) sample the env's episodes in "
+                          "their own processes, each a share of the step's tasks: not with " + (
+                              "agent" if cfg.agent else f"rollout.backend={cfg.rollout.backend}"
+                              if cfg.rollout.backend != "local" else f"rollout.engine={cfg.rollout.engine}")
+                          + " yet. Run one process, or leave that setting out")
+    dp = DataParallel.start(cfg.device)
+    try:
+        return _train_grpo(cfg, Path(out), resume, dp)
+    finally:
+        dp.close()
+
+
+def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> dict[str, Any]:
     t_start = time.time()
     cfg, env_factory, env = cfg.open_env()  # the config as it runs (the env's turn budget filled in) is the one saved
     agent_fn = load_agent(cfg.agent) if cfg.agent else None  # a bad spec or tasks file is refused before any write
     n_pool = cfg.steps * cfg.tasks_per_step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0))
     pool, eval_tasks = _task_pools(cfg, env, n_pool)  # step k draws its tasks from its own slice: resumable
-    out, ckpt = Path(out), prepare_run_dir("GRPO", cfg, out, resume)
+    ckpt = dp.on_main(prepare_run_dir, "GRPO", cfg, out, resume)  # rank 0 writes; every rank resumes
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `policy` again
     policy = HFPolicy(cfg.policy if lora else ckpt or cfg.policy, SamplingConfig(cfg.temperature, cfg.max_new_tokens),
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)
@@ -244,12 +260,15 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
             return agent.run(tasks, cfg.group_size, "-".join(map(str, key)), cfg.temperature)
         if workers is not None:
             return workers.run(tasks, cfg.group_size, stable_hash("grpo", *key) % 2**31, cfg.episode_timeout_s)
-        return run_episodes(env_factory, tasks, sampling_policy, cfg.group_size,
-                            seed=stable_hash("grpo", *key) % 2**31, episode_timeout_s=cfg.episode_timeout_s)
+        # several training processes: each samples a share of the tasks, and every one gets all the trajectories
+        return dp.map_shards(lambda share: run_episodes(
+            env_factory, share, sampling_policy, cfg.group_size, seed=stable_hash("grpo", *key) % 2**31,
+            episode_timeout_s=cfg.episode_timeout_s), tasks)
 
     def evaluate() -> dict[str, Any]:
         if agent is None:
-            return evaluate_policy(env_factory, eval_tasks, eval_policy, cfg.seed)
+            return summarize(dp.map_shards(lambda share: evaluation_episodes(env_factory, share, eval_policy,
+                                                                             cfg.seed), eval_tasks))
         model.eval()
         return summarize(episodes_of(agent.run(eval_tasks, 1, f"eval-{step}", cfg.eval_temperature)))
 
@@ -261,8 +280,8 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
             else:
                 check_trajectory_logprobs(policy, agent.run(pool[:1], 2, "check", cfg.temperature), cfg)
 
-        with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"grpo:{out.name}") as reporter, \
-                progress() as bar:
+        with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"grpo:{out.name}",
+                      enabled=dp.main) as reporter, progress() as bar:
             job = bar.add_task("GRPO", total=cfg.steps, completed=step)
             while step < cfg.steps:
                 t0 = time.time()
@@ -309,10 +328,13 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
 
                 # 3. μ passes of the clipped surrogate over the policy's tokens, in micro-batches (none when no
                 #    trajectory is left: every one an infrastructure failure, or dynamic sampling kept no group).
+                #    With several processes each trains on its rows, and the gradients are summed.
                 model.train()
                 stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
-                n_tokens = sum(sum(t.mask) for t in used)
-                groups_of_rows = micro_batches([t.ids for t in used], cfg.micro_batch_size, cfg.micro_batch_tokens)
+                n_tokens = sum(sum(t.mask) for t in used)  # the whole batch's, on every rank
+                mine = dp.rows(len(used))
+                groups_of_rows = [[mine[i] for i in rows] for rows in micro_batches(
+                    [used[i].ids for i in mine], cfg.micro_batch_size, cfg.micro_batch_tokens)]
                 if not used:
                     console.print(f"[yellow]GRPO step {step + 1}: no update[/] — "
                                   + (f"all {len(batch)} trajectories were infrastructure failures "
@@ -320,14 +342,16 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                                      f"dynamic sampling kept no group with signal in {round_} rounds"))
                 for _ in range(cfg.mu if used else 0):
                     with autocast(cfg.precision, device):
-                        shared = SharedPrefix(model, [t.ids for t in used])  # the system prompt, once per pass
+                        shared = SharedPrefix(model, [used[i].ids for i in mine])  # the system prompt, once per pass
                     for rows in groups_of_rows:
                         _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
                                     n_tokens, stats, shared)
                     shared.backward()
+                    dp.reduce_gradients(trainee.parameters())
                     torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
                     opt.step()
                     opt.zero_grad(set_to_none=True)
+                stats = dp.sum(stats)
                 step += 1
                 if workers is not None:  # the actors sample the next step with these weights
                     workers.publish(step, model)
@@ -355,23 +379,25 @@ def train_grpo(cfg: GRPOConfig, out: str | Path, resume: bool = False) -> dict[s
                     record["eval"] = evaluate()
                     if record["eval"]["success_rate"] > best:
                         best = record["eval"]["success_rate"]
-                        save_model_dir(trainee.to_publish, tok, out / "best")
+                        dp.on_main(save_model_dir, trainee.to_publish, tok, out / "best")
                 reporter.log(record)
                 if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                     state = {"optimizer": opt.state_dict(), "step": step, "best": best, "zero_streak": zero_streak}
-                    save_checkpoint(out, step, trainee.to_checkpoint, tok, state, cfg.to_yaml())
+                    dp.check_in_sync(trainee.parameters())
+                    dp.on_main(save_checkpoint, out, step, trainee.to_checkpoint, tok, state, cfg.to_yaml())
                 bar.update(job, completed=step, description=f"GRPO r̄ {record['reward_mean']:+.2f} "
                                                             f"succ {record['success_rate']:.2f}")
 
         # 5. The final policy and its held-out evaluation.
-        save_model_dir(trainee.to_publish, tok, out / "model")
+        dp.on_main(save_model_dir, trainee.to_publish, tok, out / "model")
         final = evaluate()
-        if final["success_rate"] > best or not (out / "best").exists():
-            save_model_dir(trainee.to_publish, tok, out / "best")
+        if final["success_rate"] > best or not dp.on_main(lambda: (out / "best").exists()):
+            dp.on_main(save_model_dir, trainee.to_publish, tok, out / "best")
         summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
                    "device": str(device), "precision": resolve_precision(cfg.precision, device),
-                   "stopped_early": stopped, "wall_seconds": round(time.time() - t_start, 1), "eval": final}
-        atomic_write_json(out / "summary.json", summary)
+                   "processes": dp.describe(), "stopped_early": stopped,
+                   "wall_seconds": round(time.time() - t_start, 1), "eval": final}
+        dp.on_main(atomic_write_json, out / "summary.json", summary)
         console.print(f"GRPO done in {summary['wall_seconds']} s: success {final['success_rate']:.2f}, "
                       f"mean reward {final['mean_reward']:.3f}")
         return summary

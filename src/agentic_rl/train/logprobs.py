@@ -67,9 +67,9 @@ class SharedPrefix:
 
     def __init__(self, model: Any, seqs: Sequence[Sequence[int]], min_shared: int = 16):
         # Keep at least one token per row outside the prefix so every row has a suffix to run.
-        length = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
-        self.length = length if len(seqs) > 1 and length >= min_shared else 0
-        self.ids = list(seqs[0][: self.length])
+        length = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1) if len(seqs) > 1 else 0
+        self.length = length if length >= min_shared else 0
+        self.ids = list(seqs[0][: self.length]) if seqs else []
         self._roots: list[torch.Tensor] = []
         self._leaves: list[torch.Tensor] = []
         if self.length:

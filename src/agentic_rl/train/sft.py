@@ -19,7 +19,7 @@ from pydantic import Field
 from ..atomic import atomic_write_json
 from ..config import ConfigError, used_only_with
 from ..device import autocast, resolve_precision
-from ..evaluation.summary import evaluate_policy
+from ..evaluation.summary import evaluation_episodes, summarize
 from ..models.tiny.build import TinyConfig, build_tiny_for_env
 from ..policies import HFPolicy, SamplingConfig, TeacherPolicy
 from ..runtime.render import Rendered, Renderer, longest_assistant_turn
@@ -28,6 +28,7 @@ from ..runtime.trajectory import save_jsonl
 from ..ui import console, eval_table, progress
 from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
 from .config import TrainerConfig
+from .distributed import DataParallel
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import Trainee
 from .rundir import prepare_run_dir
@@ -102,13 +103,23 @@ class SFTConfig(TrainerConfig):
 
 
 def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str, Any]:
+    """Train, under one process or several (torchrun / accelerate launch: train/distributed.py)."""
+    dp = DataParallel.start(cfg.device)
+    try:
+        return _train_sft(cfg, Path(out), resume, dp)
+    finally:
+        dp.close()
+
+
+def _train_sft(cfg: SFTConfig, out: Path, resume: bool, dp: DataParallel) -> dict[str, Any]:
     t_start = time.time()
     cfg, env_factory, env = cfg.open_env()  # the config as it runs (the env's turn budget filled in) is the one saved
-    out, ckpt = Path(out), prepare_run_dir("SFT", cfg, out, resume)
+    ckpt = dp.on_main(prepare_run_dir, "SFT", cfg, out, resume)  # rank 0 writes; every rank resumes
 
     # 1. The starting policy: the tiny model is built from a config, its tokenizer trained on the env's text.
-    init = build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
-                              **cfg.tiny.model_dump(exclude={"vocab_size"})) if cfg.policy == "tiny" else Path(cfg.policy)
+    init = dp.on_main(lambda: build_tiny_for_env(env, out / "init", seed=cfg.seed, vocab_size=cfg.tiny.vocab_size,
+                                                 **cfg.tiny.model_dump(exclude={"vocab_size"}))
+                      ) if cfg.policy == "tiny" else Path(cfg.policy)
     lora = cfg.finetune == "lora"  # a LoRA checkpoint holds the adapter: the model comes from `init` again
     policy = HFPolicy(init if lora else ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens),
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)
@@ -120,8 +131,10 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
 
     # 2. Demonstrations: the noisy teacher on train tasks, rendered once; the loss mask is the assistant's tokens.
     teacher = TeacherPolicy(cfg.noise if cfg.noise is not None else dict(env.default_noise))
-    demos = run_episodes(env_factory, env.tasks("train", cfg.demos, cfg.seed), teacher, seed=cfg.seed)
-    save_jsonl(demos, out / "demos.jsonl")
+    #    With several processes each runs a share of them, and every one gets them all.
+    demos = dp.map_shards(lambda tasks: run_episodes(env_factory, tasks, teacher, seed=cfg.seed),
+                          env.tasks("train", cfg.demos, cfg.seed))
+    dp.on_main(save_jsonl, demos, out / "demos.jsonl")
     if cfg.only_successful:
         demos = [d for d in demos if d.success]
     data = [renderer.render(d.messages) for d in demos]
@@ -147,22 +160,29 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
         console.print(f"resumed from {ckpt.name} at step {step}")
 
     # 4. Train. The order of demonstrations is a function of (seed, epoch) alone, so a resumed run sees the same.
+    #    With several processes each trains on its rows of every batch and the gradients are summed.
     eval_tasks = env.tasks("eval", cfg.eval_tasks, cfg.seed)
+
+    def evaluate(who: Any, samples: int = 1) -> dict[str, Any]:
+        return summarize(dp.map_shards(lambda tasks: evaluation_episodes(env_factory, tasks, who, cfg.seed, samples),
+                                       eval_tasks))
+
     model.train()
-    with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"sft:{out.name}") as reporter, \
-            progress() as bar:
+    with Reporter(out, cfg.report_to, cfg.model_dump(mode="json"), name=f"sft:{out.name}", enabled=dp.main) \
+            as reporter, progress() as bar:
         job = bar.add_task("SFT", total=total, completed=step)
         while step < total:
             epoch, k = divmod(step, steps_per_epoch)
             order = list(range(len(data)))
             random.Random(cfg.seed * 1000 + epoch).shuffle(order)
             batch = [data[i] for i in order[k * cfg.batch_size:(k + 1) * cfg.batch_size]]
-            n_tokens = sum(sum(d.mask) for d in batch)
+            n_tokens = sum(sum(d.mask) for d in batch)  # the whole batch's, on every rank
+            mine = [batch[i] for i in dp.rows(len(batch))]
             loss_sum = 0.0
             with autocast(cfg.precision, device):
-                shared = SharedPrefix(model, [d.ids for d in batch])  # the system prompt, run once for the step
-            for rows in micro_batches([d.ids for d in batch], cfg.micro_batch_size, cfg.micro_batch_tokens):
-                micro = [batch[i] for i in rows]
+                shared = SharedPrefix(model, [d.ids for d in mine])  # the system prompt, run once for the step
+            for rows in micro_batches([d.ids for d in mine], cfg.micro_batch_size, cfg.micro_batch_tokens):
+                micro = [mine[i] for i in rows]
                 with autocast(cfg.precision, device):
                     logp, _ = sequence_logprobs(model, [d.ids for d in micro], masks=[d.mask for d in micro],
                                                 prefix=shared)  # (B, T)
@@ -175,6 +195,8 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
                 loss.backward()
                 loss_sum += loss.item()
             shared.backward()
+            dp.reduce_gradients(trainee.parameters())
+            loss_sum = dp.sum({"loss": loss_sum})["loss"]
             grad_norm = torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
             for o, sc in zip(opts, scheds, strict=True):
                 o.step()
@@ -184,22 +206,25 @@ def train_sft(cfg: SFTConfig, out: str | Path, resume: bool = False) -> dict[str
             record: dict[str, Any] = {"step": step, "loss": loss_sum, "lr": scheds[0].get_last_lr()[0],
                                       "grad_norm": float(grad_norm), "epoch": step / steps_per_epoch}
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total:
-                record["eval"] = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed)
+                record["eval"] = evaluate(policy)
                 console.print(f"step {step}: loss {loss_sum:.3f}, eval success {record['eval']['success_rate']:.2f}")
             reporter.log(record)
             if step % cfg.checkpoint_every == 0 or step == total:
-                save_checkpoint(out, step, trainee.to_checkpoint, tok, _state(opts, scheds, step), cfg.to_yaml())
+                dp.check_in_sync(trainee.parameters())
+                dp.on_main(save_checkpoint, out, step, trainee.to_checkpoint, tok, _state(opts, scheds, step),
+                           cfg.to_yaml())
             bar.update(job, completed=step, description=f"SFT loss {loss_sum:.3f}")
 
     # 5. The final policy, its held-out evaluation, and the noisy teacher on the same tasks for comparison (each
     #    averaged over several sampled episodes per task: `final_eval_samples`, `teacher_samples`).
-    save_model_dir(trainee.to_publish, tok, out / "model")
-    final = evaluate_policy(env_factory, eval_tasks, policy, cfg.seed, samples=cfg.final_eval_samples)
-    teacher_eval = evaluate_policy(env_factory, eval_tasks, teacher, cfg.seed, samples=cfg.teacher_samples)
+    dp.on_main(save_model_dir, trainee.to_publish, tok, out / "model")
+    final = evaluate(policy, cfg.final_eval_samples)
+    teacher_eval = evaluate(teacher, cfg.teacher_samples)
     summary = {"env": cfg.env, "policy": cfg.policy, "model_dir": str(out / "model"), "steps": step,
                "device": str(device), "precision": resolve_precision(cfg.precision, device),
-               "wall_seconds": round(time.time() - t_start, 1), "eval": final, "teacher_eval": teacher_eval}
-    atomic_write_json(out / "summary.json", summary)
+               "processes": dp.describe(), "wall_seconds": round(time.time() - t_start, 1), "eval": final,
+               "teacher_eval": teacher_eval}
+    dp.on_main(atomic_write_json, out / "summary.json", summary)
     console.print(eval_table({"noisy teacher": teacher_eval, "sft": final}))
     console.print(f"SFT done in {summary['wall_seconds']} s: success {final['success_rate']:.2f} "
                   f"(noisy teacher {teacher_eval['success_rate']:.2f}), mean reward {final['mean_reward']:.3f}")

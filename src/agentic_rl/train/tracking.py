@@ -15,9 +15,10 @@ ReportTo = Literal["tensorboard", "wandb"]
 class Reporter:
     """One sink per run: `log(record)` writes the JSONL line and the scalars to each requested backend."""
 
-    def __init__(self, out: Path, report_to: list[str], config: dict[str, Any], name: str):
-        self.out, self.backends = out, []
-        for backend in report_to:
+    def __init__(self, out: Path, report_to: list[str], config: dict[str, Any], name: str, enabled: bool = True):
+        """`enabled=False`: a sink that writes nothing (the ranks of a data-parallel run other than rank 0)."""
+        self.out, self.backends, self.enabled = out, [], enabled
+        for backend in report_to if enabled else []:
             if backend == "tensorboard":
                 try:
                     from torch.utils.tensorboard import SummaryWriter
@@ -37,6 +38,8 @@ class Reporter:
                 raise ConfigError(f"unknown report_to {backend!r}; valid: tensorboard, wandb")
 
     def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         append_metrics(self.out, record)
         step = int(record["step"])
         scalars = _flatten(record)
