@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA path end to end: SFT steps, then GRPO steps, in bf16 on a GPU; then the sampler's logprobs and greedy
-# output against plain transformers on the GPU. Run it wherever a GPU is present and record its last lines.
+# output against plain transformers on the GPU; then, where vLLM is installed (pip install -e '.[vllm]'), GRPO with
+# vLLM as the engine (full weights and a LoRA adapter handed over each step) and vLLM's tests. Run it wherever a GPU
+# is present and record its last lines.
 #   bash scripts/gpu_check.sh [POLICY]      POLICY: tiny (default), smollm2-135m when cached, or a model directory
 set -euo pipefail
 POLICY=${1:-tiny}
@@ -46,3 +48,24 @@ diff = max(abs(float(logp[b, i]) - lp) for b, t in enumerate(trajs) for i, (m, l
 print(f"sampler vs plain forward on cuda ({policy.model.dtype}): max |Δ logprob| {diff:.4f} over {len(trajs)} episodes")
 print(f"gpu_check: PASS in {seconds} s")
 EOF
+
+if python -c "import vllm" 2>/dev/null; then
+  t0=$(date +%s)
+  agentic-rl grpo --out "$OUT/grpo_vllm" --policy "$OUT/sft/model" device=cuda precision=auto steps=3 tasks_per_step=4 \
+    group_size=4 eval_every=0 eval_tasks=16 rollout.engine=vllm rollout.vllm_gpu_memory=0.3
+  agentic-rl grpo --out "$OUT/grpo_vllm_lora" --policy "$OUT/sft/model" device=cuda precision=auto steps=3 \
+    tasks_per_step=4 group_size=4 eval_every=0 eval_tasks=16 rollout.engine=vllm rollout.vllm_gpu_memory=0.3 \
+    finetune=lora lora.r=8
+  python - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+for stage in ("grpo_vllm", "grpo_vllm_lora"):
+    s = json.loads((Path(sys.argv[1]) / stage / "summary.json").read_text())
+    print(f"{stage}: {s['steps']} steps in {s['precision']} sampled by vLLM, held-out success "
+          f"{s['eval']['success_rate']:.2f}")
+EOF
+  python -m pytest -q tests/policies/test_vllm.py
+  echo "gpu_check: vLLM PASS in $(( $(date +%s) - t0 )) s"
+else
+  echo "gpu_check: vLLM not installed (pip install -e '.[vllm]'): its checks were not run"
+fi

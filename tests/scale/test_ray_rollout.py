@@ -48,11 +48,13 @@ def test_two_ray_workers_sample_the_local_trajectories_and_take_published_weight
             workers.run(tasks[:1], 2, seed=7)
 
 
-def test_grpo_with_ray_workers_trains_what_a_local_run_trains(trained_dir, tmp_path):
+@pytest.mark.parametrize("finetune", ["full", "lora"])
+def test_grpo_with_ray_workers_trains_what_a_local_run_trains(trained_dir, tmp_path, finetune):
     """Two steps: the second step's episodes are sampled by the workers with the weights the first step made, so
-    the runs' second steps agree only if those weights reached them."""
+    the runs' second steps agree only if those weights reached them. With LoRA the workers get the adapter alone."""
+    lora = ["finetune=lora", "lora.r=4", "lr=1e-2"] if finetune == "lora" else ["lr=1e-3"]
     common = [f"policy={trained_dir}", "steps=2", "tasks_per_step=3", "group_size=2", "max_new_tokens=32",
-              "eval_tasks=2", "lr=1e-3", "seed=3"]
+              "eval_tasks=2", "seed=3", *lora]
     for name, extra in (("local", []), ("ray", ["rollout.backend=ray", "rollout.workers=2"])):
         train_grpo(load_config(GRPOConfig, overrides=common + extra), tmp_path / name)
     metrics = {n: [json.loads(x) for x in (tmp_path / n / "metrics.jsonl").read_text().splitlines()]
@@ -63,6 +65,12 @@ def test_grpo_with_ray_workers_trains_what_a_local_run_trains(trained_dir, tmp_p
             assert a[key] == b[key], key
         for key in ("loss", "entropy", "approx_kl"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    full = sum(v.numel() * 4 for v in HFPolicy(trained_dir).model.state_dict().values()) / 2**20
+    published = [m["published_mb"] for m in metrics["ray"]]
+    if finetune == "lora":  # the adapter's matrices: a few percent of the model
+        assert all(0 < mb < 0.1 * full for mb in published), (published, full)
+    else:
+        assert published == [pytest.approx(full, rel=1e-3)] * 2
     one = HFPolicy(tmp_path / "local" / "model").model.state_dict()
     two = HFPolicy(tmp_path / "ray" / "model").model.state_dict()
     start = HFPolicy(trained_dir).model.state_dict()
@@ -111,8 +119,7 @@ def test_a_hung_worker_is_taken_for_lost(trained_dir, tmp_path):
 
 
 def test_the_ray_backend_refuses_what_it_cannot_do_yet():
-    for extra, why in ((["rollout.engine=gateway"], "choose one"), (["agent=m:f"], "not with agent"),
-                       (["finetune=lora"], "not with finetune=lora")):
+    for extra, why in ((["rollout.engine=gateway"], "choose one"), (["agent=m:f"], "not with agent")):
         with pytest.raises(ValueError, match=why):
             load_config(GRPOConfig, overrides=["rollout.backend=ray", *extra])
     with pytest.raises(ValueError, match=r"rollout\.workers: it is used only with rollout\.backend=ray"):

@@ -77,3 +77,20 @@ def test_lora_grpo_uses_the_disabled_adapter_as_its_kl_reference(trained_dir, tm
     assert lines[1]["kl_ref"] > 0  # after one update the policy has moved away from its reference
     x = torch.randint(5, 1000, (2, 40), generator=torch.Generator().manual_seed(0))
     assert not torch.allclose(_logits(trained_dir, x), _logits(tmp_path / "g" / "model", x))
+
+
+def test_a_fresh_adapter_is_drawn_from_the_run_seed(tiny_dir):
+    """The same run starts from the same adapter (A is random; B = 0), and drawing it leaves torch's global stream
+    as it was."""
+    from agentic_rl.train.lora import LoRASettings, add_adapter
+
+    def adapter(seed):
+        model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+        add_adapter(model, LoRASettings(r=4), seed)
+        return {k: v for k, v in model.state_dict().items() if "lora_A" in k}
+
+    before = torch.random.get_rng_state()
+    a, b, c = adapter(0), adapter(0), adapter(1)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    assert a and all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a)

@@ -4,8 +4,9 @@ Each actor holds a copy of the policy and builds its own envs; `run` splits the 
 samples of a task stay together), the actors sample them at once, and the trajectories come back in task order.
 Every episode draws from its own random stream (run seed, step, task id, sample: `policies/hf/sampler.py`), so
 where it runs does not change what it samples. After each optimizer step the learner `publish`es its weights once
-to Ray's object store and every actor loads them; each trajectory records the weights version it was sampled with,
-and an actor refuses to sample with another version than the one asked for.
+to Ray's object store and every actor loads them — with LoRA, the adapter alone: each actor holds the base model
+with an adapter of the same shape; each trajectory records the weights version it was sampled with, and an actor
+refuses to sample with another version than the one asked for.
 
 A worker that dies mid-step (or hangs past `hang_s`) loses no run: it is replaced by a new actor with the current
 weights, its share is sampled again, and past `retries` its episodes come back as infrastructure failures
@@ -34,18 +35,26 @@ class RolloutWorker:
     """One actor's state: a policy copy, the env to build, and the weights version it holds."""
 
     def __init__(self, env: str, env_args: dict[str, Any], model_dir: str, temperature: float,
-                 max_new_tokens: int | None, threads: int):
+                 max_new_tokens: int | None, threads: int, lora: dict[str, Any] | None = None):
         from ..envs import make_env
         from ..policies import HFPolicy, SamplingConfig
 
         torch.set_num_threads(threads)
         self.env_factory = lambda: make_env(env, **env_args)
         self.policy = HFPolicy(model_dir, SamplingConfig(temperature, max_new_tokens), dtype=torch.float32)
+        if lora is not None:  # the learner's adapter shape, zero until the first publish (B = 0: the base model)
+            from ..train.lora import LoRASettings, add_adapter
+
+            add_adapter(self.policy.model, LoRASettings(**lora))
+        self.lora = lora is not None
         self.version = 0
 
     def load(self, version: int, state: dict[str, torch.Tensor]) -> int:
-        """Take the learner's weights of `version`."""
-        self.policy.model.load_state_dict(state)
+        """Take the learner's weights of `version`: all of them, or with LoRA its adapter's."""
+        missing, unexpected = self.policy.model.load_state_dict(state, strict=not self.lora)
+        if unexpected or (self.lora and any(".lora_" in k for k in missing)):
+            raise RuntimeError(f"the published weights do not fit this worker's model: unexpected {unexpected[:3]}, "
+                               f"missing {[k for k in missing if '.lora_' in k][:3]}")
         self.version = version
         return version
 
@@ -79,7 +88,9 @@ class RayRollout:
 
     def __init__(self, env: str, env_args: dict[str, Any], model_dir: str, temperature: float,
                  max_new_tokens: int | None, workers: int, address: str | None = None, retries: int = 1,
-                 hang_s: float | None = None):
+                 hang_s: float | None = None, lora: dict[str, Any] | None = None):
+        """model_dir: what the actors load (with `lora`, the LoRA settings' dump, the base model: they add an adapter
+        of that shape and take only the adapter's weights from `publish`)."""
         try:
             import ray
         except ImportError as e:
@@ -104,19 +115,24 @@ class RayRollout:
                                       f"{str(e).splitlines()[0]})") from e
         threads = max(1, (os.cpu_count() or 1) // workers)
         actor = ray.remote(num_cpus=1, max_restarts=0)(RolloutWorker)
-        self._new_actor = lambda: actor.remote(env, env_args, model_dir, temperature, max_new_tokens, threads)
+        self._new_actor = lambda: actor.remote(env, env_args, model_dir, temperature, max_new_tokens, threads, lora)
+        self.lora = lora is not None
         self.actors = [self._new_actor() for _ in range(workers)]
         self.retries, self.hang_s = retries, hang_s
         self.version, self._state = 0, None
         self.events: list[str] = []  # lost workers since the caller last took them (`take_events`)
 
-    def publish(self, version: int, model: torch.nn.Module) -> None:
-        """Every actor takes `model`'s weights (put once in the object store) as `version`. It does not wait: an
-        actor loads them after the sampling it is doing, before any it is asked for later."""
-        state = self.ray.put({k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+    def publish(self, version: int, model: torch.nn.Module) -> int:
+        """Every actor takes `model`'s weights (with LoRA, its adapter's alone), put once in the object store, as
+        `version`; returns how many bytes that is. It does not wait: an actor loads them after the sampling it is
+        doing, before any it is asked for later."""
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
+                   if not self.lora or ".lora_" in k}
+        state = self.ray.put(weights)
         for a in self.actors:
             a.load.remote(version, state)
         self.version, self._state = version, state
+        return sum(v.numel() * v.element_size() for v in weights.values())
 
     def run(self, tasks: Sequence[Task], group_size: int, seed: int,
             episode_timeout_s: float | None = None) -> list[Trajectory]:

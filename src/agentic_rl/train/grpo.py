@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -46,10 +47,13 @@ class LogprobMismatchError(RuntimeError):
 class RolloutSettings(Config):
     """Where the env path's episodes are sampled."""
 
-    engine: Literal["local", "gateway"] = "local"
+    engine: Literal["local", "gateway", "vllm"] = "local"
     """`local`: the policy in this process; `gateway`: the same policy behind the gateway on a loopback port, each
     episode a rollout sampled over HTTP (policies/gateway.py): the same trajectories, through the boundary that
-    lets generation move to another process."""
+    lets generation move to another process; `vllm`: vLLM on the trainer's GPU, given the weights (or the LoRA
+    adapter) after every step (policies/vllm.py; a CUDA GPU and the vllm extra)."""
+    vllm_gpu_memory: float = Field(0.3, gt=0, lt=1)
+    """With engine=vllm: the share of the GPU's memory vLLM takes (weights and KV cache); the trainer has the rest."""
     backend: Literal["local", "ray"] = "local"
     """`local`: episodes are sampled in this process; `ray`: by `workers` Ray actors, each with a copy of the policy
     (updated after every step) and its own envs (scale/ray_rollout.py): the same trajectories, in other processes.
@@ -74,13 +78,14 @@ class RolloutSettings(Config):
     def inapplicable(self) -> dict[str, str]:
         ray = self.backend == "ray"
         return super().inapplicable() | used_only_with(*[(key, "rollout.backend=ray", ray) for key in (
-            "workers", "ray_address", "retries", "worker_timeout_s", "max_staleness")])
+            "workers", "ray_address", "retries", "worker_timeout_s", "max_staleness")],
+            ("vllm_gpu_memory", "rollout.engine=vllm", self.engine == "vllm"))
 
     @model_validator(mode="after")
     def _one_place(self) -> RolloutSettings:
-        if self.backend == "ray" and self.engine == "gateway":
-            raise ValueError("rollout.backend=ray samples in Ray actors; rollout.engine=gateway samples through this "
-                             "process's gateway: choose one")
+        if self.backend == "ray" and self.engine != "local":
+            raise ValueError(f"rollout.backend=ray samples in Ray actors; rollout.engine={self.engine} samples in "
+                             "this process: choose one")
         if self.overlap and self.backend != "ray":
             raise ValueError("rollout.overlap=1 samples in Ray workers while this process trains: set "
                              "rollout.backend=ray")
@@ -185,10 +190,12 @@ class GRPOConfig(TrainerConfig):
         if self.rollout.overlap and self.dynamic_sampling:
             raise ValueError("rollout.overlap=1 samples the next step's tasks ahead; dynamic_sampling decides them "
                              "after each round: use one")
-        if self.rollout.backend == "ray" and (self.agent or self.finetune == "lora"):
-            raise ValueError("rollout.backend=ray runs the env's own loop with full fine-tuning for now: not with "
-                             + ("agent (its episodes run through this process's gateway)" if self.agent else
-                                "finetune=lora (the workers would need the adapter, not the weights)"))
+        if self.agent and self.rollout.engine == "vllm":
+            raise ValueError("agent episodes are sampled through this process's gateway, not vLLM: leave "
+                             "rollout.engine=vllm out with agent")
+        if self.rollout.backend == "ray" and self.agent:
+            raise ValueError("rollout.backend=ray runs the env's own loop for now: not with agent (its episodes run "
+                             "through this process's gateway)")
         return self
 
     @field_validator("group_size")
@@ -225,6 +232,10 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
     t_start = time.time()
     cfg, env_factory, env = cfg.open_env()  # the config as it runs (the env's turn budget filled in) is the one saved
     agent_fn = load_agent(cfg.agent) if cfg.agent else None  # a bad spec or tasks file is refused before any write
+    if cfg.rollout.engine == "vllm":
+        from ..policies.vllm import check_vllm
+
+        check_vllm()  # a GPU and the extra, before any write
     n_pool = cfg.steps * cfg.tasks_per_step * (1 + (cfg.max_resample if cfg.dynamic_sampling else 0))
     pool, eval_tasks = _task_pools(cfg, env, n_pool)  # step k draws its tasks from its own slice: resumable
     ckpt = dp.on_main(prepare_run_dir, "GRPO", cfg, out, resume)  # rank 0 writes; every rank resumes
@@ -233,7 +244,7 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)
     model, tok, device = policy.model, policy.tokenizer, policy.device
     console.print(f"training on {device} in {resolve_precision(cfg.precision, device)}")
-    trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt)
+    trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt, seed=cfg.seed)
     ref: Any = None  # the starting policy, only when the KL term is on: LoRA's disabled adapter, or a frozen copy
     if cfg.beta > 0:
         ref = trainee if lora else HFPolicy(cfg.policy, device=device).model.eval().requires_grad_(False)
@@ -250,10 +261,15 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
     agent = AgentEpisodes(agent_fn, policy, cfg.env, cfg.agent_workers, cfg.episode_timeout_s) if agent_fn else None
     server = _local_gateway(policy) if cfg.rollout.engine == "gateway" and agent is None else None
     sampling_policy = _over_http(server, cfg) if server else policy
-    workers = _ray_rollout(cfg, str(ckpt or cfg.policy)) if cfg.rollout.backend == "ray" else None
+    if cfg.rollout.engine == "vllm":  # given the weights below, at every step
+        sampling_policy = _vllm(cfg, policy.path if lora or ckpt is None else ckpt)
+    workers = _ray_rollout(cfg, cfg.policy if lora else str(ckpt or cfg.policy)) if cfg.rollout.backend == "ray" \
+        else None
     ahead: Any = None  # rollout.overlap: the next step's sampling, started before this step trains
-    if workers is not None and step:
-        workers.publish(step, model)  # a resumed run's workers hold the checkpoint's weights, as version `step`
+    if workers is not None and (step or lora):  # a resumed run's weights, or the learner's adapter, as `step`
+        workers.publish(step, model)
+    if cfg.rollout.engine == "vllm" and step and lora:  # a resumed run's adapter
+        _to_vllm(sampling_policy, step, trainee, out)
 
     def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
         if agent is not None:
@@ -353,8 +369,9 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
                     opt.zero_grad(set_to_none=True)
                 stats = dp.sum(stats)
                 step += 1
-                if workers is not None:  # the actors sample the next step with these weights
-                    workers.publish(step, model)
+                published = workers.publish(step, model) if workers is not None else 0  # the next step's weights
+                if cfg.rollout.engine == "vllm":
+                    _to_vllm(sampling_policy, step, trainee, out)
 
                 # 4. Log the learning signal.
                 s = summarize(episodes_of(batch))
@@ -375,6 +392,7 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
                 if workers is not None:
                     record["rollout_events"] = workers.take_events()  # lost workers, replaced (scale/ray_rollout.py)
                     record["staleness_max"] = max((t.info.get("staleness", 0) for t in batch), default=0)
+                    record["published_mb"] = round(published / 2**20, 3)  # with LoRA, the adapter alone
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     record["eval"] = evaluate()
                     if record["eval"]["success_rate"] > best:
@@ -460,7 +478,30 @@ def _ray_rollout(cfg: GRPOConfig, model_dir: str) -> Any:
     from ..scale.ray_rollout import RayRollout
 
     return RayRollout(cfg.env, cfg.env_args, model_dir, cfg.temperature, cfg.max_new_tokens, cfg.rollout.workers,
-                      cfg.rollout.ray_address, cfg.rollout.retries, cfg.rollout.worker_timeout_s)
+                      cfg.rollout.ray_address, cfg.rollout.retries, cfg.rollout.worker_timeout_s,
+                      cfg.lora.model_dump() if cfg.finetune == "lora" else None)
+
+
+def _vllm(cfg: GRPOConfig, model_dir: Any) -> Any:
+    """vLLM on this process's GPU, sampling the env's episodes from `model_dir` (rollout.engine=vllm)."""
+    from ..policies.vllm import VLLMPolicy
+
+    return VLLMPolicy(model_dir, SamplingConfig(cfg.temperature, cfg.max_new_tokens), cfg.rollout.vllm_gpu_memory,
+                      lora_rank=cfg.lora.r if cfg.finetune == "lora" else None)
+
+
+def _to_vllm(engine: Any, step: int, trainee: Trainee, out: Path) -> None:
+    """Give vLLM the learner's weights after `step`: the adapter alone with LoRA (saved where vLLM reads it), else
+    every weight."""
+    if trainee.adapter is None:
+        engine.load_weights(step, trainee.model)
+        return
+    adapter_dir = out / "vllm_adapter" / f"step-{step:07d}"
+    trainee.adapter.save_pretrained(adapter_dir)
+    engine.load_adapter(step, adapter_dir)
+    for old in (out / "vllm_adapter").iterdir():  # the versions before: no request names them any more
+        if old != adapter_dir:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _over_http(server: Any, cfg: GRPOConfig) -> Any:

@@ -33,10 +33,15 @@ class LoRASettings(Config):
 
 
 
-def add_adapter(model: torch.nn.Module, cfg: LoRASettings) -> PeftModel:
-    """Wrap `model` with a fresh LoRA adapter (B = 0: the model computes as before); only the adapter trains."""
-    return get_peft_model(model, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
-                                            target_modules=cfg.target_modules, task_type="CAUSAL_LM"))
+def add_adapter(model: torch.nn.Module, cfg: LoRASettings, seed: int = 0) -> PeftModel:
+    """Wrap `model` with a fresh LoRA adapter (B = 0: the model computes as before); only the adapter trains.
+
+    A's random init is drawn from `seed` (the run's), not from torch's global stream: the same run trains the same
+    adapter, wherever and however often it is started."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return get_peft_model(model, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                                                target_modules=cfg.target_modules, task_type="CAUSAL_LM"))
 
 
 def load_adapter(model: torch.nn.Module, adapter_dir: str | Path) -> PeftModel:
@@ -82,12 +87,12 @@ class Trainee:
 
     @classmethod
     def prepare(cls, model: torch.nn.Module, finetune: str, settings: LoRASettings,
-                resume_from: Path | None = None) -> Trainee:
+                resume_from: Path | None = None, seed: int = 0) -> Trainee:
         """Full fine-tuning: `model` as it is (a resumed run loaded it from the checkpoint). LoRA: a fresh
-        adapter, or the checkpoint's adapter when resuming (the model is then the base model)."""
+        adapter drawn from `seed`, or the checkpoint's adapter when resuming (the model is then the base model)."""
         if finetune == "full":
             return cls(model)
-        adapter = load_adapter(model, resume_from) if resume_from is not None else add_adapter(model, settings)
+        adapter = load_adapter(model, resume_from) if resume_from is not None else add_adapter(model, settings, seed)
         return cls(model, adapter)
 
     def parameters(self) -> list[torch.nn.Parameter]:

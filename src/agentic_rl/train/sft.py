@@ -124,7 +124,7 @@ def _train_sft(cfg: SFTConfig, out: Path, resume: bool, dp: DataParallel) -> dic
     policy = HFPolicy(init if lora else ckpt or init, SamplingConfig(cfg.eval_temperature, cfg.max_new_tokens),
                       device=cfg.device, dtype=torch.float32, precision=cfg.precision)
     model, tok = policy.model, policy.tokenizer
-    trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt)
+    trainee = Trainee.prepare(model, cfg.finetune, cfg.lora, resume_from=ckpt, seed=cfg.seed)
     renderer = Renderer(tok)
     device = policy.device
     console.print(f"training on {device} in {resolve_precision(cfg.precision, device)}")
