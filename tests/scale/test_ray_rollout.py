@@ -119,7 +119,7 @@ def test_a_hung_worker_is_taken_for_lost(trained_dir, tmp_path):
 
 
 def test_the_ray_backend_refuses_what_it_cannot_do_yet():
-    for extra, why in ((["rollout.engine=gateway"], "choose one"), (["agent=m:f"], "not with agent")):
+    for extra, why in ((["rollout.engine=gateway"], "choose one"),):
         with pytest.raises(ValueError, match=why):
             load_config(GRPOConfig, overrides=["rollout.backend=ray", *extra])
     with pytest.raises(ValueError, match=r"rollout\.workers: it is used only with rollout\.backend=ray"):
@@ -141,3 +141,23 @@ def test_overlap_samples_the_next_step_while_this_one_trains(trained_dir, tmp_pa
         load_config(GRPOConfig, overrides=["rollout.backend=ray", "rollout.overlap=1", "rollout.max_staleness=0"])
     with pytest.raises(ValueError, match=r"set rollout\.backend=ray"):
         load_config(GRPOConfig, overrides=["rollout.overlap=1"])
+
+
+def test_ray_workers_run_an_agent_function_and_grpo_trains_on_it(trained_dir, tmp_path):
+    """Each actor runs the user's agent through a gateway of its own: the records are token-exact (the learner's
+    forward gives the logprobs the actors recorded), and a GRPO step trains on them."""
+    from agentic_rl.train.grpo import check_trajectory_logprobs
+
+    tasks = make_env("tool_use").tasks("eval", 4, seed=1)
+    agent = ("examples.openai_agent:run", 8, None)
+    with RayRollout("tool_use", {}, str(trained_dir), 1.0, 32, workers=2, agent=agent) as workers:
+        trajs = workers.run(tasks, 2, seed=7)
+    assert len({t.info["worker_pid"] for t in trajs}) == 2 and all(t.info["weights_version"] == 0 for t in trajs)
+    assert {t.task_id for t in trajs} == {t.id for t in tasks} and all(any(t.mask) for t in trajs)
+    cfg = load_config(GRPOConfig, overrides=[f"policy={trained_dir}", "max_new_tokens=32"])
+    assert check_trajectory_logprobs(HFPolicy(trained_dir), trajs, cfg) <= 1e-3
+    train_grpo(load_config(GRPOConfig, overrides=[
+        f"policy={trained_dir}", "agent=examples.openai_agent:run", "steps=1", "tasks_per_step=2", "group_size=2",
+        "max_new_tokens=32", "eval_tasks=2", "rollout.backend=ray", "rollout.workers=2"]), tmp_path / "g")
+    step = json.loads((tmp_path / "g" / "metrics.jsonl").read_text().splitlines()[0])
+    assert step["rollout_events"] == [] and step["trajectories_trained"] >= 4 and step["sampled_by_workers"] == 2

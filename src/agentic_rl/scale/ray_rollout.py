@@ -35,13 +35,22 @@ class RolloutWorker:
     """One actor's state: a policy copy, the env to build, and the weights version it holds."""
 
     def __init__(self, env: str, env_args: dict[str, Any], model_dir: str, temperature: float,
-                 max_new_tokens: int | None, threads: int, lora: dict[str, Any] | None = None):
+                 max_new_tokens: int | None, threads: int, lora: dict[str, Any] | None = None,
+                 agent: tuple[str, int, float | None] | None = None):
+        """agent: (spec, threads, episode time limit): run the user's agent function through a gateway of this
+        actor's own instead of the env's turn loop (train/agent.py)."""
         from ..envs import make_env
         from ..policies import HFPolicy, SamplingConfig
 
         torch.set_num_threads(threads)
         self.env_factory = lambda: make_env(env, **env_args)
         self.policy = HFPolicy(model_dir, SamplingConfig(temperature, max_new_tokens), dtype=torch.float32)
+        self.temperature, self.agent = temperature, None
+        if agent is not None:
+            from ..train.agent import AgentEpisodes, load_agent
+
+            spec, agent_threads, timeout_s = agent
+            self.agent = AgentEpisodes(load_agent(spec), self.policy, env, agent_threads, timeout_s)
         if lora is not None:  # the learner's adapter shape, zero until the first publish (B = 0: the base model)
             from ..train.lora import LoRASettings, add_adapter
 
@@ -65,7 +74,10 @@ class RolloutWorker:
         if version != self.version:
             raise RuntimeError(f"asked to sample with weights version {version}, but this worker holds {self.version}")
         self.policy.model.eval()
-        trajs = run_episodes(self.env_factory, tasks, self.policy, group_size, seed, episode_timeout_s)
+        if self.agent is not None:  # rollout ids unique per step (its seed) and per retry of a share
+            trajs = self.agent.run(tasks, group_size, f"s{seed}-v{version}-{os.getpid()}", self.temperature)
+        else:
+            trajs = run_episodes(self.env_factory, tasks, self.policy, group_size, seed, episode_timeout_s)
         for t in trajs:
             t.info["weights_version"] = version
             t.info["worker_pid"] = os.getpid()
@@ -76,9 +88,12 @@ class RolloutWorker:
         return float(sum(p.double().sum() for p in self.policy.model.state_dict().values()))
 
 
-def _lost(task: Task, sample: int, version: int) -> Trajectory:
+def _lost(task: Task | dict[str, Any], sample: int, version: int) -> Trajectory:
     """An episode whose worker was lost past the retries: an infrastructure failure, out of the loss."""
-    return Trajectory(env="", task_id=task.id, task_kind=task.kind, sample=sample, messages=[], turn_rewards=[],
+    from ..train.agent import task_id, task_kind
+
+    return Trajectory(env="", task_id=task_id(task), task_kind=task_kind(task), sample=sample, messages=[],
+                      turn_rewards=[],
                       reward=0.0, outcome="env_error", success=False,
                       info={"error": "its rollout worker was lost", "weights_version": version})
 
@@ -88,9 +103,11 @@ class RayRollout:
 
     def __init__(self, env: str, env_args: dict[str, Any], model_dir: str, temperature: float,
                  max_new_tokens: int | None, workers: int, address: str | None = None, retries: int = 1,
-                 hang_s: float | None = None, lora: dict[str, Any] | None = None):
+                 hang_s: float | None = None, lora: dict[str, Any] | None = None,
+                 agent: tuple[str, int, float | None] | None = None):
         """model_dir: what the actors load (with `lora`, the LoRA settings' dump, the base model: they add an adapter
-        of that shape and take only the adapter's weights from `publish`)."""
+        of that shape and take only the adapter's weights from `publish`); agent: (spec, threads, episode time limit)
+        of the user's agent function, which each actor runs through a gateway of its own."""
         try:
             import ray
         except ImportError as e:
@@ -115,7 +132,8 @@ class RayRollout:
                                       f"{str(e).splitlines()[0]})") from e
         threads = max(1, (os.cpu_count() or 1) // workers)
         actor = ray.remote(num_cpus=1, max_restarts=0)(RolloutWorker)
-        self._new_actor = lambda: actor.remote(env, env_args, model_dir, temperature, max_new_tokens, threads, lora)
+        self._new_actor = lambda: actor.remote(env, env_args, model_dir, temperature, max_new_tokens, threads, lora,
+                                               agent)
         self.lora = lora is not None
         self.actors = [self._new_actor() for _ in range(workers)]
         self.retries, self.hang_s = retries, hang_s

@@ -193,9 +193,6 @@ class GRPOConfig(TrainerConfig):
         if self.agent and self.rollout.engine == "vllm":
             raise ValueError("agent episodes are sampled through this process's gateway, not vLLM: leave "
                              "rollout.engine=vllm out with agent")
-        if self.rollout.backend == "ray" and self.agent:
-            raise ValueError("rollout.backend=ray runs the env's own loop for now: not with agent (its episodes run "
-                             "through this process's gateway)")
         return self
 
     @field_validator("group_size")
@@ -272,10 +269,10 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
         _to_vllm(sampling_policy, step, trainee, out)
 
     def sample(tasks: list[Any], key: tuple[Any, ...]) -> list[Trajectory]:
+        if workers is not None:  # the env's loop or the user's agent, in the Ray actors
+            return workers.run(tasks, cfg.group_size, stable_hash("grpo", *key) % 2**31, cfg.episode_timeout_s)
         if agent is not None:
             return agent.run(tasks, cfg.group_size, "-".join(map(str, key)), cfg.temperature)
-        if workers is not None:
-            return workers.run(tasks, cfg.group_size, stable_hash("grpo", *key) % 2**31, cfg.episode_timeout_s)
         # several training processes: each samples a share of the tasks, and every one gets all the trajectories
         return dp.map_shards(lambda share: run_episodes(
             env_factory, share, sampling_policy, cfg.group_size, seed=stable_hash("grpo", *key) % 2**31,
@@ -393,6 +390,7 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
                     record["rollout_events"] = workers.take_events()  # lost workers, replaced (scale/ray_rollout.py)
                     record["staleness_max"] = max((t.info.get("staleness", 0) for t in batch), default=0)
                     record["published_mb"] = round(published / 2**20, 3)  # with LoRA, the adapter alone
+                    record["sampled_by_workers"] = len({t.info["worker_pid"] for t in batch if "worker_pid" in t.info})
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                     record["eval"] = evaluate()
                     if record["eval"]["success_rate"] > best:
@@ -474,12 +472,14 @@ def _local_gateway(policy: HFPolicy) -> Any:
 
 
 def _ray_rollout(cfg: GRPOConfig, model_dir: str) -> Any:
-    """Ray actors that sample the env's episodes with copies of the policy (rollout.backend=ray)."""
+    """Ray actors that sample the env's episodes, or run the user's agent, with copies of the policy
+    (rollout.backend=ray)."""
     from ..scale.ray_rollout import RayRollout
 
     return RayRollout(cfg.env, cfg.env_args, model_dir, cfg.temperature, cfg.max_new_tokens, cfg.rollout.workers,
                       cfg.rollout.ray_address, cfg.rollout.retries, cfg.rollout.worker_timeout_s,
-                      cfg.lora.model_dump() if cfg.finetune == "lora" else None)
+                      cfg.lora.model_dump() if cfg.finetune == "lora" else None,
+                      (cfg.agent, cfg.agent_workers, cfg.episode_timeout_s) if cfg.agent else None)
 
 
 def _vllm(cfg: GRPOConfig, model_dir: Any) -> Any:
