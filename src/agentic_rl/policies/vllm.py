@@ -16,6 +16,7 @@ It needs a CUDA GPU and the vllm extra (`pip install -e '.[vllm]'`); on the CPU 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,10 @@ def check_vllm() -> None:
         raise ValueError("rollout.engine=vllm needs vLLM: pip install -e '.[vllm]'") from None
 
 
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)  # the adapter ranks vLLM's LoRA kernels are built for
+DEFAULT_MAX_MODEL_LEN = 8192  # vLLM reserves KV cache for one whole context at start: the model's own can be 128k
+
+
 def _load_weights(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> int:
     """Run inside vLLM's worker: its model loads HF-named weights with vLLM's own loader (it fuses q/k/v and so on)."""
     worker.model_runner.model.load_weights(weights=weights)
@@ -51,20 +56,26 @@ class VLLMPolicy(Policy):
 
     def __init__(self, path: str | Path, sampling: SamplingConfig | None = None, gpu_memory_utilization: float = 0.3,
                  lora_rank: int | None = None, max_model_len: int | None = None):
+        """max_model_len: the longest episode (None: `sampling.max_context`, else the model's own context up to
+        DEFAULT_MAX_MODEL_LEN); lora_rank: the adapter's r, when the learner trains a LoRA adapter."""
         check_vllm()
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: weights by reference
-        from transformers import AutoTokenizer
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weights passed by reference
+        from transformers import AutoConfig, AutoTokenizer
         from vllm import LLM
 
         self.path, self.name = Path(path), f"vllm:{path}"
         self.sampling = sampling or SamplingConfig()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.renderer = Renderer(self.tokenizer)
-        lora = {"enable_lora": True, "max_lora_rank": lora_rank} if lora_rank else {}
-        self.llm = LLM(model=str(path), dtype="bfloat16", gpu_memory_utilization=gpu_memory_utilization,
-                       enable_prefix_caching=True, logprobs_mode="processed_logprobs", max_model_len=max_model_len,
-                       seed=0, **lora)
-        self.max_context = self.sampling.max_context or self.llm.llm_engine.model_config.max_model_len
+        own = int(getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN))
+        self.max_context = max_model_len or self.sampling.max_context or min(own, DEFAULT_MAX_MODEL_LEN)
+        lora = {}
+        if lora_rank:  # vLLM's kernels take a few ranks: the smallest that holds r
+            lora = {"enable_lora": True, "max_lora_rank": next((k for k in LORA_RANKS if k >= lora_rank), lora_rank)}
+        with _rng_kept():  # vLLM seeds the process's random generators as it starts: the trainer's are kept
+            self.llm = LLM(model=str(path), dtype="bfloat16", gpu_memory_utilization=gpu_memory_utilization,
+                           enable_prefix_caching=True, logprobs_mode="processed_logprobs",
+                           max_model_len=self.max_context, seed=0, **lora)
         self.version, self.lora_request = 0, None
 
     def start(self, env: Env, tasks: Sequence[Task], samples: Sequence[int], seed: int) -> Session:
@@ -118,19 +129,24 @@ class VLLMSession(Session):
                 ep.logprobs += [0.0] * len(new)
             room = self.p.max_context - len(ep.ids)
             if room < 1:
-                raise ValueError(f"episode {e}: its {len(ep.ids)} tokens fill the context ({self.p.max_context})")
+                raise ValueError(f"episode {e}: its {len(ep.ids)} tokens fill vLLM's context ({self.p.max_context}); "
+                                 "raise max_context")
             # each turn draws from its own seed (run seed, task, sample, turn): the same tokens in any batch
             turn_seed = stable_hash("vllm", self.seed, self.tasks[e].id, self.samples[e], len(ep.assistant_ids))
             prompts.append(TokensPrompt(prompt_token_ids=list(ep.ids)))
+            # ignore_eos: the turn ends at our renderer's end-of-turn token alone, not at the other end-of-sequence
+            # ids vLLM reads from generation_config.json
             params.append(SamplingParams(temperature=self.p.sampling.temperature, seed=turn_seed % 2**31,
                                          max_tokens=min(self.p.sampling.max_new_tokens, room), logprobs=0,
-                                         stop_token_ids=[self.p.renderer.eos_id], skip_special_tokens=False,
-                                         detokenize=False))
+                                         ignore_eos=True, stop_token_ids=[self.p.renderer.eos_id],
+                                         skip_special_tokens=False, detokenize=False))
         outs = self.p.llm.generate(prompts, params, lora_request=self.p.lora_request, use_tqdm=False)
         turns = []
         for e, out in zip(episodes, outs):
             ep, done = self.eps[e], out.outputs[0]
             ids = list(done.token_ids)
+            if done.finish_reason not in ("stop", "length"):
+                raise RuntimeError(f"episode {e}: vLLM ended the turn with {done.finish_reason!r}")
             if done.finish_reason == "stop" and ids[-1:] != [self.p.renderer.eos_id]:
                 raise RuntimeError(f"episode {e}: vLLM stopped the turn at {done.stop_reason!r}, not at the "
                                    "end-of-turn token")
@@ -152,3 +168,23 @@ class VLLMSession(Session):
         tail = full[len(ep.ids):]
         return TokenRecord(ep.ids + tail, ep.mask + [0] * len(tail), ep.logprobs + [0.0] * len(tail),
                            ep.assistant_ids)
+
+
+class _rng_kept:
+    """Restore Python's, NumPy's and torch's (CPU and CUDA) random state on leaving."""
+
+    def __enter__(self) -> None:
+        import numpy as np
+
+        self.state = (random.getstate(), np.random.get_state(), torch.random.get_rng_state(),
+                      torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+    def __exit__(self, *exc: object) -> None:
+        import numpy as np
+
+        py, npy, cpu, cuda = self.state
+        random.setstate(py)
+        np.random.set_state(npy)
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
