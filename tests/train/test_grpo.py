@@ -293,3 +293,21 @@ def test_a_turn_cut_by_the_token_limit_is_marked_even_when_the_env_ends_the_epis
     assert {t.outcome for t in trajs} <= {"ok", "truncated"}
     long = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(0.0, 64)))
     assert not any(t.info.get("cut_by_tokens") for t in long)
+
+
+def test_groups_count_an_agent_episode_once_for_all_its_segments():
+    """G episodes per group, in task order: an agent episode that rewrote its history (several segments with one
+    `info["episode"]`) counts once, so a task's group never takes the next task's episodes."""
+    from agentic_rl.train.grpo import in_groups
+
+    def seg(episode: str | None):
+        t = _traj(1.0)
+        if episode is not None:
+            t.info["episode"] = episode
+        return t
+
+    trajs = [seg("a0"), seg("a0"), seg("a1"), seg("b0"), seg("b1"), seg("b1"), seg("b1")]
+    assert [[t.info["episode"] for t in g] for g in in_groups(trajs, 2)] == [["a0", "a0", "a1"],
+                                                                           ["b0", "b1", "b1", "b1"]]
+    plain = [seg(None) for _ in range(6)]  # the env's episodes: one trajectory each
+    assert [len(g) for g in in_groups(plain, 3)] == [3, 3]

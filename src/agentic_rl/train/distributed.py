@@ -53,7 +53,8 @@ class DataParallel:
             torch.cuda.set_device(local_rank)  # `cuda` is then this rank's GPU
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
         if not dist.is_initialized():  # a long evaluation on rank 0 keeps the others waiting at the next collective
-            dist.init_process_group("nccl" if gpu else "gloo", timeout=timedelta(hours=2))
+            # NCCL for the gradients on the GPUs, gloo for the small CPU tensors (counts, checksums) beside them
+            dist.init_process_group("cpu:gloo,cuda:nccl" if gpu else "gloo", timeout=timedelta(hours=2))
         if rank != 0:
             console.quiet = True
         return cls(rank, world, local_rank)
@@ -129,12 +130,16 @@ class DataParallel:
 
     def reduce_gradients(self, params: Iterable[torch.nn.Parameter]) -> None:
         """Sum every trainable parameter's gradient over the ranks, in buckets; a rank that left a gradient empty
-        (no rows this step) sends zeros."""
+        (no rows this step) sends zeros. A parameter no rank has a gradient for keeps none, as in one process (the
+        optimizer skips it)."""
         if self.world == 1:
             return
         import torch.distributed as dist
 
         params = [p for p in params if p.requires_grad]
+        has = torch.tensor([float(p.grad is not None) for p in params], dtype=torch.float64)
+        dist.all_reduce(has, op=dist.ReduceOp.MAX)
+        params = [p for p, h in zip(params, has.tolist()) if h]
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)

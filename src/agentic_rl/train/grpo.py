@@ -315,7 +315,7 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
                     for t in trajs:  # how many updates behind the learner's weights its own were (≤ overlap)
                         t.info["staleness"] = step - t.info.get("weights_version", step)
                     n_sampled += len(trajs)
-                    new = [trajs[i:i + cfg.group_size] for i in range(0, len(trajs), cfg.group_size)]
+                    new = in_groups(trajs, cfg.group_size)
                     if cfg.dynamic_sampling:
                         new = [g for g in new if _has_signal(g, cfg)]
                     groups += new
@@ -523,6 +523,22 @@ def _task_pools(cfg: GRPOConfig, env: Any, n_pool: int) -> tuple[list[Any], list
         rng.shuffle(train)
         pool += train
     return pool[:n_pool], held[:cfg.eval_tasks]
+
+
+def in_groups(trajs: list[Trajectory], group_size: int) -> list[list[Trajectory]]:
+    """Trajectories in task order → one group per task: every `group_size` episodes, an agent episode that rewrote
+    its history counting once for all its segments (consecutive trajectories with the same `info["episode"]`)."""
+    groups: list[list[Trajectory]] = []
+    episode, previous = -1, None
+    for t in trajs:
+        key = t.info.get("episode")
+        if key is None or key != previous:
+            episode += 1
+        previous = key
+        if episode // group_size == len(groups):
+            groups.append([])
+        groups[-1].append(t)
+    return groups
 
 
 def _has_signal(group: list[Trajectory], cfg: GRPOConfig) -> bool:

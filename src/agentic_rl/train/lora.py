@@ -38,7 +38,7 @@ def add_adapter(model: torch.nn.Module, cfg: LoRASettings, seed: int = 0) -> Pef
 
     A's random init is drawn from `seed` (the run's), not from torch's global stream: the same run trains the same
     adapter, wherever and however often it is started."""
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):  # manual_seed seeds the GPUs' too
         torch.manual_seed(seed)
         return get_peft_model(model, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
                                                 target_modules=cfg.target_modules, task_type="CAUSAL_LM"))
