@@ -1,9 +1,12 @@
 import json
+from collections import Counter
 from functools import partial
+from pathlib import Path
 
 import pytest
 
 from agentic_rl.envs import check_env, make_env
+from agentic_rl.envs.toolcall.answers import abstains, claims_done, ids_in
 from agentic_rl.envs.toolcall.env import BY_ID, CALL_COST, HELD_OUT, INVALID_COST, _plausible_call, make_id
 from agentic_rl.envs.toolcall.families import FAMILIES
 from agentic_rl.envs.toolcall.families import HELD_OUT as HAND_HELD_OUT
@@ -185,5 +188,121 @@ def test_generated_families_are_many_distinct_schemas_each_asked_for_in_words():
         for _, args in task.reference_calls:
             for value in (v for v in args.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)):
                 shown = f"{value:g}" if isinstance(value, float) else str(value)
-                assert shown in task.prompt or value in {make_id(f, k) for f in BY_ID.values()
-                                                                             for k in f.key.values}
+                s = spec(task)  # a value not in the request is the id the task's own lookup returns
+                assert shown in task.prompt or value in {make_id(BY_ID[s["family"]], k, s["salt"], task.split)
+                                                         for k in s["keys"]}
+
+
+PHRASINGS = json.loads((Path(__file__).parent / "toolcall_restraint_phrasings.json").read_text())
+
+
+def test_restraint_is_read_on_meaning_not_on_a_word_in_both_languages():
+    """Refusals pass and success claims fail — the phrasings were written before the rules (answers.py), many of
+    them built to beat a keyword match: claims holding "can't", "none of", "没有"; refusals without any of them."""
+    assert all(len(PHRASINGS[k]) >= 40 for k in ("refusals_en", "refusals_zh", "claims_en", "claims_zh"))
+    for lang in ("en", "zh"):
+        assert [s for s in PHRASINGS[f"refusals_{lang}"] if not abstains(s)] == []
+        assert [s for s in PHRASINGS[f"claims_{lang}"] if abstains(s) or abstains(s, may_ask=True)] == []
+        assert [s for s in PHRASINGS[f"clarifications_{lang}"] if not abstains(s, may_ask=True)] == []
+        assert [s for s in PHRASINGS[f"claims_{lang}"] if not claims_done(s)] == []
+    env = make_env("toolcall")
+    task = first(env, "no_tool")
+    for refusal in PHRASINGS["refusals_en"][:5] + PHRASINGS["refusals_zh"][:5]:
+        assert _play(env, task, [refusal])[0] == pytest.approx(1.0), refusal
+    for claim in PHRASINGS["claims_en"][:5] + PHRASINGS["claims_zh"][:5]:
+        assert _play(env, task, [claim])[0] == 0.0, claim
+
+
+def test_id_answers_count_the_same_beside_chinese_and_a_copied_request_is_no_answer():
+    env = make_env("toolcall")
+    task = next(t for t in env.tasks("eval", 400) if t.kind.startswith("lookup") and spec(t)["lang"] == 1)
+    lookup, = task.reference_calls
+    for answer in (f"编号是{task.answer}。", f"{task.answer}", f"名叫{spec(task)['keys'][0]}的编号为{task.answer}"):
+        assert _play(env, task, [format_tool_call(*lookup), answer])[1].episode.success, answer
+    assert not _play(env, task, [format_tool_call(*lookup), f"编号是{task.answer}1。"])[1].episode.success
+    for lang in (0, 1):
+        task = next(t for t in env.tasks("eval", 400) if t.kind.startswith("in_prompt") and spec(t)["lang"] == lang)
+        assert _play(env, task, [f"The id is {task.answer}." if lang == 0 else f"编号是{task.answer}。"])[0] == 1.0
+        assert _play(env, task, [task.prompt])[0] == 0.0  # echoing the request, which holds the id
+        assert _play(env, task, [f"Sure: {task.prompt.lower()}"])[0] == 0.0
+
+
+def _ids(task) -> set[str]:
+    text = task.prompt + json.dumps(task.reference) + task.answer
+    s = spec(task)
+    family = BY_ID[s["family"]]
+    looked_up = {make_id(family, k, s["salt"], task.split) for k in family.key.values}  # what its lookup can return
+    return set(ids_in(text)) | looked_up
+
+
+def test_no_evaluation_id_is_ever_seen_in_a_training_task_and_ids_change_per_task():
+    env = make_env("toolcall")
+    train, evals = env.tasks("train", 1500), env.tasks("eval", 600)
+    seen = set().union(*(_ids(t) for t in train))
+    assert not seen & set().union(*(_ids(t) for t in evals))
+    # the same entity gets another id in another task: an id cannot be memorised and used without the lookup
+    by_entity: dict[tuple, set[str]] = {}
+    for t in train:
+        s = spec(t)
+        by_entity.setdefault((s["family"], s["keys"][0]), set()).add(
+            make_id(BY_ID[s["family"]], s["keys"][0], s["salt"], t.split))
+    counts = Counter((spec(t)["family"], spec(t)["keys"][0]) for t in train)
+    again = [e for e, n in counts.items() if n > 1]
+    assert len(again) > 100 and sum(len(by_entity[e]) > 1 for e in again) >= 0.95 * len(again)
+    # lookup and action in one turn, with an id remembered from another task, does not pay
+    task = first(env, "chained", split="train", n=1500)
+    other = next(t for t in train if spec(t)["family"] == spec(task)["family"] and t.id != task.id
+                 and spec(t)["keys"][0] == spec(task)["keys"][0])
+    (lookup, (name, args)) = task.reference_calls
+    remembered = make_id(BY_ID[spec(other)["family"]], spec(task)["keys"][0], spec(other)["salt"], "train")
+    idp = next(k for k in args if k.endswith("_id"))
+    assert remembered != args[idp]
+    assert _play(env, task, [format_tool_calls([lookup, (name, {**args, idp: remembered})]), "Done."])[0] < 0.5
+
+
+@pytest.mark.parametrize("value", [10**400, -10**400, 1e308, -0.0, 2**63, 0],
+                         ids=["401 digits", "-401 digits", "1e308", "-0.0", "2**63", "0"])
+def test_tool_bodies_answer_huge_and_extreme_values_and_the_call_counts(value):
+    env = make_env("toolcall")
+    task = next(t for t in env.tasks("train", 2000) if t.kind.startswith("single") and spec(t)["family"] == "customer")
+    (name, args), = task.reference_calls
+    env.reset(task)
+    result = env.step(format_tool_call(name, {**args, "quantity": value}))
+    content = result.observation[0]["content"]
+    assert not content.startswith(f"error: {name} failed"), content  # an answer or a refusal, never a crash
+    assert env._made, "the call that ran is recorded"
+    result = env.step("Done.")
+    assert not result.episode.success  # the wrong value is a call the exact check sees
+    env.reset(task)
+    budget = next(t for t in env.tasks("train", 3000) if t.kind.startswith("single") and any(
+        p.kind == "number" and p.required for p in BY_ID[spec(t)["family"]].params))
+    (name, args), = budget.reference_calls
+    number = next(p.name for p in BY_ID[spec(budget)["family"]].params if p.kind == "number" and p.required)
+    _, result = _play(env, budget, [format_tool_call(name, {**args, number: value}), "Done."])
+    assert not result.episode.success and not result.extra.get("env_error")
+
+
+def test_a_corrected_call_ranks_between_giving_up_and_the_exact_calls():
+    env = make_env("toolcall")
+    task = first(env, "chained")
+    lookup, (name, args) = task.reference_calls
+    idp = next(k for k in args if k.endswith("_id"))
+    exact = _play(env, task, [format_tool_call(*lookup), format_tool_call(name, args), "Done."])[0]
+    giving_up = _play(env, task, ["Done."])[0]
+    # the action on a guessed id is refused (nothing happened); the agent then looks the id up and calls again
+    guessed = {**args, idp: BY_ID[spec(task)["family"]].prefix + "-1234"}
+    corrected, result = _play(env, task, [format_tool_call(name, guessed), format_tool_call(*lookup),
+                                          format_tool_call(name, args), "Done."])
+    assert giving_up < corrected < exact and exact == 1.0 and result.episode.success
+    # a lookup of a name that does not exist, then the right one
+    wrong_name = (lookup[0], {k: v + "x" for k, v in lookup[1].items()})
+    corrected = _play(env, task, [format_tool_call(*wrong_name), format_tool_call(*lookup),
+                                  format_tool_call(name, args), "Done."])[0]
+    assert giving_up < corrected < exact
+    # a call that ran with a wrong value cannot be taken back: it stays below the exact calls
+    family = BY_ID[spec(task)["family"]]
+    p = next(p for p in family.params if p.required)
+    wrong = _play(env, task, [format_tool_call(*lookup), format_tool_call(name, {**args, p.name: "zzz"
+                                                                                  if p.kind == "string" else 0}),
+                              format_tool_call(name, args), "Done."])[0]
+    assert wrong < exact

@@ -9,10 +9,14 @@ object × verb, parameters drawn from a pool), and shows its functions beside di
   no_tool     a family whose functions are not offered: no call, say so
   in_prompt   the id is already in the question: no call, answer it
 Reward (per turn; they sum to the episode's):
-    r = 1[calls made == reference calls (name and arguments, an optional argument equal to its default counts as
-          left out; arrays as sets) and the answer holds what it must: the one id asked for; where no tool fits,
-          words that say so (`REFUSAL`); else any text]
+    r = 1[the calls that ran == reference calls (name and arguments, an optional argument equal to its default
+          counts as left out; numbers as numbers, arrays as sets) and the answer holds what it must: the one id asked
+          for (not a copy of the request); where no tool fits, an honest abstention (answers.py: it declines, claims
+          nothing done); else any text]
         − CALL_COST × (calls beyond the reference's count) − INVALID_COST × (turns that fail to parse or validate)
+A call the tool refuses (an unknown name or id) did nothing: it is not among the calls that ran, so correcting it
+scores 1 − CALL_COST, between giving up (0) and the clean exact calls (1). Ids are drawn per task, from disjoint
+ranges per split, so no id can be memorised across tasks.
 Held out for evaluation (`HELD_OUT`): three hand-written families and every generated family of four objects (40);
 the eval split asks for schemas never trained on, and training tasks never show them, not even as distractors. A reference call's arguments are JSON values as a call
 carries them (arrays, objects), so these tasks compare but do not hash.
@@ -32,6 +36,7 @@ from ...runtime.parsing import format_tool_calls, message_calls
 from ...runtime.tools import TOOLS_INSTRUCTION, Tool, Toolbox, ToolError, to_json
 from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, split_of, stable_hash, stream_tasks
 from ..tool_env import Score, ToolEnv
+from .answers import abstains, ids_in
 from .families import FAMILIES as HAND_WRITTEN
 from .families import HELD_OUT as HAND_HELD_OUT
 from .families import Family, Param
@@ -43,8 +48,6 @@ BY_ID = {f.id: f for f in CATALOG}
 HELD_OUT = HAND_HELD_OUT | GENERATED_HELD_OUT
 GENERATED_SHARE = 0.5
 
-ID = re.compile(r"\b[A-Z]{1,2}-\d{4}\b")  # the ids make_id gives
-REFUSAL = re.compile(r"\b(?:can ?not|can't|unable|not able|no (?:available )?tool|none of)\b|无法|不能|做不到|没有", re.I)
 CALL_COST = 0.1
 INVALID_COST = 0.2
 KIND_WEIGHTS = {"single": 3, "parallel": 2, "chained": 2, "lookup": 1, "no_tool": 2, "in_prompt": 1}
@@ -55,9 +58,16 @@ TWO_THINGS = ("Please do two things: (1) {a} (2) {b}", "请帮我做两件事：
 KNOWN = ("I already know that the id of {what} is {id}. ", "我已经知道{what}的编号是{id}。")
 
 
-def make_id(family: Family, key: str) -> str:
-    """The id the lookup returns for `key`: deterministic, so a chained call's argument is checkable."""
-    return f"{family.prefix}-{1000 + stable_hash('id', family.id, key) % 9000}"
+# Ids are drawn per task (a salt in the task's spec), so no id can be memorised from one task for another, and from
+# disjoint ranges per split, so no id of an evaluation task ever appears in a training task.
+ID_RANGES: dict[str, tuple[int, int]] = {"train": (1000, 5500), "eval": (5500, 10000)}
+
+
+def make_id(family: Family, key: str, salt: int = 0, split: Split = "train") -> str:
+    """The id the lookup returns for `key` in a task with `salt`: deterministic, so a chained call's argument is
+    checkable, and drawn anew for every task from its split's range."""
+    low, high = ID_RANGES[split]
+    return f"{family.prefix}-{low + stable_hash('id', family.id, key, salt) % (high - low)}"
 
 
 def id_param(family: Family) -> str:
@@ -113,9 +123,11 @@ class ToolCallEnv(ToolEnv):
         keys = rng.sample(family.key.values, 2)
         spec = {"kind": kind, "family": family.id, "lang": lang, "keys": keys,
                 "values": [_draw_values(family, rng), _draw_values(family, rng)]}
+        # what the agent is asked, ids aside, decides the split: the same request never lands in both; the ids are
+        # then drawn for this task alone, from the split's range
+        split: Split = "eval" if family.id in HELD_OUT else split_of(f"toolcall:{json.dumps(spec, sort_keys=True)}")
+        spec.update(salt=rng.randrange(2**31), split=split)
         prompt, reference, answer = _render(spec)
-        # what the agent is asked decides the split: the same request never lands in both
-        split: Split = "eval" if family.id in HELD_OUT else split_of(f"toolcall:{prompt}")
         offered = [] if kind == "no_tool" else [(family.id, "lookup"), (family.id, "action")]
         offered += _distractors(family, split, self.distractors, rng)
         rng.shuffle(offered)
@@ -138,19 +150,27 @@ class ToolCallEnv(ToolEnv):
         spec = json.loads(task.get("spec"))
         self._made: list[tuple[str, str]] = []
         self._charged = 0
+        self._salt, self._split = spec.get("salt", 0), spec.get("split", "train")
         self.tools = Toolbox([self._tool(BY_ID[fid], which) for fid, which in spec["tools"]])
         self.system_prompt = SYSTEM_PROMPT + self.tools.schemas_text()
 
     def _tool(self, family: Family, which: str) -> Tool:
-        """A function of `family` as a tool: its schema, and a body that answers and records the call."""
+        """A function of `family` as a tool: its schema, and a body that answers any well-typed call.
+
+        A call that ran is an effect and is recorded; one the tool refuses (an unknown name or id) did nothing, so it
+        is not recorded — it costs a call (`turn_reward`), and the agent may correct it."""
         def run(**args: Any) -> str:
-            self._made.append(_canonical(family, which, args))
             if which == "lookup":
-                return to_json({id_param(family): make_id(family, str(args[family.key.name]))})
-            known = {make_id(family, k) for k in family.key.values}
+                key = args[family.key.name]
+                if key not in family.key.values:
+                    raise ToolError(f"no {family.noun[0]} named {key!r}")
+                self._made.append(_canonical(family, which, args))
+                return to_json({id_param(family): make_id(family, key, self._salt, self._split)})
+            known = {make_id(family, k, self._salt, self._split) for k in family.key.values}
             if args[id_param(family)] not in known:
                 raise ToolError(f"no {family.noun[0]} with id {args[id_param(family)]!r}; "
                                 f"{family.lookup[0]} gives the id")
+            self._made.append(_canonical(family, which, args))
             return to_json({"ok": True, id_param(family): args[id_param(family)]})
 
         return Tool(run, schema(family, which))
@@ -164,9 +184,9 @@ class ToolCallEnv(ToolEnv):
         # an id asked for must be the one id the answer names: listing every id the prefix allows is not an answer;
         # where no tool fits, the answer must say so, not claim the request was done
         if task.answer:
-            answer_ok = ID.findall(answer) == [task.answer]
+            answer_ok = ids_in(answer) == [task.answer] and not _echoes(answer, task.prompt)
         elif spec["kind"] == "no_tool":
-            answer_ok = bool(REFUSAL.search(answer)) and not ID.search(answer)
+            answer_ok = abstains(answer)
         else:
             answer_ok = bool(answer.strip())
         ok = calls_ok and answer_ok
@@ -201,7 +221,8 @@ class ToolCallEnv(ToolEnv):
             offered = [t for t in spec["tools"] if t[0] != spec["family"]]
             if ((noise.get("call_anyway") and not ref) or (noise.get("extra_call") and ref)) and offered:
                 fid, which = offered[0]
-                return format_tool_calls([_plausible_call(BY_ID[fid], which)])
+                return format_tool_calls([_plausible_call(BY_ID[fid], which, spec.get("salt", 0),
+                                                          spec.get("split", "train"))])
         left = ref[len(_answered_calls(messages, {name for name, _ in ref})):]
         if left:
             if spec["kind"] == "parallel":
@@ -286,8 +307,9 @@ def _render(spec: dict[str, Any]) -> tuple[str, tuple, str]:
     """(request, reference calls, gold answer) of a task spec, in the spec's language."""
     family, lang, kind = BY_ID[spec["family"]], spec["lang"], spec["kind"]
     key, values = spec["keys"][0], spec["values"][0]
-    ident = make_id(family, key)
-    action = lambda k, v: (family.action[0], tuple(sorted({id_param(family): make_id(family, k), **v}.items())))
+    make = lambda k: make_id(family, k, spec.get("salt", 0), spec.get("split", "train"))
+    ident = make(key)
+    action = lambda k, v: (family.action[0], tuple(sorted({id_param(family): make(k), **v}.items())))
     lookup = (family.lookup[0], ((family.key.name, key),))
     if kind == "single" or kind == "no_tool":
         prompt = _action_text(family, values, _ref(family, family.ref_id, lang, id=ident), lang)
@@ -295,7 +317,7 @@ def _render(spec: dict[str, Any]) -> tuple[str, tuple, str]:
     if kind == "parallel":
         k2, v2 = spec["keys"][1], spec["values"][1]
         a = _action_text(family, values, _ref(family, family.ref_id, lang, id=ident), lang)
-        b = _action_text(family, v2, _ref(family, family.ref_id, lang, id=make_id(family, k2)), lang)
+        b = _action_text(family, v2, _ref(family, family.ref_id, lang, id=make(k2)), lang)
         return TWO_THINGS[lang].format(a=a, b=b), (action(key, values), action(k2, v2)), ""
     if kind == "chained":
         prompt = _action_text(family, values, _ref(family, family.ref_name, lang, key=key), lang)
@@ -328,17 +350,29 @@ def _distractors(family: Family, split: Split, n: int, rng: random.Random) -> li
 
 
 def _canonical(family: Family, which: str, args: dict[str, Any]) -> tuple[str, str]:
-    """A call as a comparable key: optional arguments equal to their default left out, numbers as numbers, arrays
-    as sets."""
+    """A call as a comparable key: optional arguments equal to their default left out, numbers as numbers (5 and 5.0
+    alike, integers of any size exact), arrays as sets."""
     name = family.lookup[0] if which == "lookup" else family.action[0]
     defaults = {p.name: p.default for p in family.params if not p.required and p.default is not None}
-    out = {}
-    for k, v in args.items():
-        if k in defaults and v == defaults[k]:
-            continue
-        out[k] = sorted(v) if isinstance(v, list) else float(v) if isinstance(v, (int, float)) and not \
-            isinstance(v, bool) else v
-    return name, json.dumps(out, sort_keys=True, ensure_ascii=False)
+    out = {k: _number(v) for k, v in args.items() if not (k in defaults and v == defaults[k])}
+    return name, json.dumps(out, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _number(value: Any) -> Any:
+    """A JSON value in comparable form: an integral float as the integer, a list sorted, objects field by field."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return sorted((_number(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True, default=repr))
+    if isinstance(value, dict):
+        return {k: _number(v) for k, v in value.items()}
+    return value
+
+
+def _echoes(answer: str, prompt: str) -> bool:
+    """The answer copies the whole request (which, asked with the id already given, holds the id)."""
+    squash = lambda text: re.sub(r"\s+", " ", text).strip().lower()
+    return squash(prompt).rstrip("?？.。") in squash(answer)
 
 
 def _answered_calls(messages: list[Message], names: set[str]) -> list[tuple[str, dict[str, Any]]]:
@@ -376,9 +410,9 @@ def _noisy(call: tuple[str, dict[str, Any]], family: Family, noise: dict[str, bo
     return name, args
 
 
-def _plausible_call(family: Family, which: str) -> tuple[str, dict[str, Any]]:
-    """A call a careless agent makes with a tool the request does not need."""
+def _plausible_call(family: Family, which: str, salt: int = 0, split: Split = "train") -> tuple[str, dict[str, Any]]:
+    """A call a careless agent makes with a tool the request does not need (with the ids of a task of `salt`)."""
     if which == "lookup":
         return family.lookup[0], {family.key.name: family.key.values[0]}
-    return family.action[0], {id_param(family): make_id(family, family.key.values[0]),
+    return family.action[0], {id_param(family): make_id(family, family.key.values[0], salt, split),
                               **_draw_values(family, random.Random(0))}
