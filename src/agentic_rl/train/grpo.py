@@ -142,6 +142,11 @@ class GRPOConfig(TrainerConfig):
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, trajectories sorted
     by length (None: rows alone decide); see logprobs.micro_batches."""
+    shared_prompt: Literal["group", "batch"] = "group"
+    """What the learner computes once: `group` — each group's prompt (a task's system prompt and request, which its
+    G samples share token for token) once per pass, in the forward and backward of the policy and of the reference
+    model; `batch` — only the prefix the whole batch shares, each row running its own prompt (the per-row path,
+    kept to measure against: benchmarks/grpo_step.py). Same loss and gradients either way."""
     episode_timeout_s: float | None = Field(None, gt=0)
     """Wall-clock limit of an episode, counted from the start of the sampling round it belongs to and checked after
     each of its turns (None: none). An episode over it ends as `timeout`: an infrastructure failure (a hung tool, a
@@ -346,20 +351,14 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
                 stats: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
                 n_tokens = sum(sum(t.mask) for t in used)  # the whole batch's, on every rank
                 mine = dp.rows(len(used))
-                groups_of_rows = [[mine[i] for i in rows] for rows in micro_batches(
-                    [used[i].ids for i in mine], cfg.micro_batch_size, cfg.micro_batch_tokens)]
+                plan = learner_plan([used[i] for i in mine], mine, cfg)
                 if not used:
                     console.print(f"[yellow]GRPO step {step + 1}: no update[/] — "
                                   + (f"all {len(batch)} trajectories were infrastructure failures "
                                      f"({summarize(batch)['infra_failures']}: env errors or time-outs)" if batch else
                                      f"dynamic sampling kept no group with signal in {round_} rounds"))
                 for _ in range(cfg.mu if used else 0):
-                    with autocast(cfg.precision, device):
-                        shared = SharedPrefix(model, [used[i].ids for i in mine])  # the system prompt, once per pass
-                    for rows in groups_of_rows:
-                        _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used),
-                                    n_tokens, stats, shared)
-                    shared.backward()
+                    loss_backward(model, ref, used, adv_tok, plan, cfg, n_tokens, stats)
                     dp.reduce_gradients(trainee.parameters())
                     torch.nn.utils.clip_grad_norm_(trainee.parameters(), cfg.max_grad_norm)
                     opt.step()
@@ -425,6 +424,35 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
             server.close()
         if workers is not None:
             workers.close()
+
+
+def learner_plan(trajs: list[Trajectory], rows: list[int], cfg: GRPOConfig) -> list[list[list[int]]]:
+    """The rows (`rows[i]` is `trajs[i]`'s index in the batch) as parts, each a list of micro-batches whose common
+    prompt prefix runs once (a SharedPrefix): with `shared_prompt=group` one part per task — its G samples share the
+    task's prompt token for token — else one part for the whole batch, sharing only what every row shares."""
+    if cfg.shared_prompt == "group":
+        by_task: dict[str, list[int]] = {}
+        for i, t in enumerate(trajs):
+            by_task.setdefault(t.task_id, []).append(i)
+        parts = list(by_task.values())
+    else:
+        parts = [list(range(len(trajs)))] if trajs else []
+    return [[[rows[part[j]] for j in mb] for mb in micro_batches([trajs[i].ids for i in part], cfg.micro_batch_size,
+                                                                  cfg.micro_batch_tokens)] for part in parts]
+
+
+def loss_backward(model: Any, ref: Any, used: list[Trajectory], adv_tok: list[torch.Tensor],
+                  plan: list[list[list[int]]], cfg: GRPOConfig, n_tokens: int, stats: dict[str, float]) -> None:
+    """One pass of the loss over the rows of `plan` (learner_plan), its gradients added to the model's: each part's
+    common prompt runs once (forward and backward), then its micro-batches."""
+    device = next(model.parameters()).device
+    for part in plan:
+        with autocast(cfg.precision, device):
+            shared = SharedPrefix(model, [used[i].ids for rows in part for i in rows])
+        for rows in part:
+            _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used), n_tokens,
+                        stats, shared)
+        shared.backward()
 
 
 def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
