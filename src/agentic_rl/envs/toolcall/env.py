@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -36,7 +35,8 @@ from ...runtime.parsing import format_tool_calls, message_calls
 from ...runtime.tools import TOOLS_INSTRUCTION, Tool, Toolbox, ToolError, to_json
 from ..base import FAULT_TEXT, Draft, Message, Split, Task, TurnRecord, draw_tasks, split_of, stable_hash, stream_tasks
 from ..tool_env import Score, ToolEnv
-from .answers import abstains, ids_in
+from .answers import abstains, states_id
+from .credit import REWARDS, exact_calls
 from .families import FAMILIES as HAND_WRITTEN
 from .families import HELD_OUT as HAND_HELD_OUT
 from .families import Family, Param
@@ -96,7 +96,11 @@ class ToolCallEnv(ToolEnv):
         "grpo": {"max_new_tokens": 176, "beta": 0.04, "mask_truncated": True}}
 
     def __init__(self, max_turns: int = 5, fault_rate: float = 0.0, distractors: int = 3,
-                 kinds: list[str] | None = None):
+                 kinds: list[str] | None = None, reward: str = "exact"):
+        if reward not in REWARDS:
+            raise ValueError(f"unknown toolcall reward {reward!r}; valid: {', '.join(REWARDS)} (exact: all or nothing; "
+                             "per_call: credit for each call's name and arguments, credit.py)")
+        self.reward = reward
         unknown = set(kinds or []) - set(KIND_WEIGHTS)
         if unknown or kinds == []:
             raise ValueError(f"unknown task kinds {sorted(unknown)}; valid: {', '.join(KIND_WEIGHTS)}")
@@ -178,19 +182,19 @@ class ToolCallEnv(ToolEnv):
     def score(self, task: Task, answer: str) -> Score:
         spec = json.loads(task.get("spec"))
         family = BY_ID[spec["family"]]
-        want = Counter(_canonical(family, "lookup" if n == family.lookup[0] else "action", dict(a))
-                       for n, a in task.reference)
-        calls_ok = Counter(self._made) == want
+        gold = [_canonical(family, "lookup" if n == family.lookup[0] else "action", dict(a)) for n, a in task.reference]
+        calls_ok = exact_calls(self._made, gold, True, self._calls) == 1.0
         # an id asked for must be the one id the answer names: listing every id the prefix allows is not an answer;
         # where no tool fits, the answer must say so, not claim the request was done
         if task.answer:
-            answer_ok = ids_in(answer) == [task.answer] and not _echoes(answer, task.prompt)
+            answer_ok = states_id(answer, task.answer, task.prompt)
         elif spec["kind"] == "no_tool":
             answer_ok = abstains(answer)
         else:
             answer_ok = bool(answer.strip())
-        ok = calls_ok and answer_ok
-        return Score(float(ok), ok, not answer.strip(), {"calls_match": calls_ok, "answer_ok": answer_ok})
+        ok = calls_ok and answer_ok  # success is the exact calls whatever the reward
+        reward = REWARDS[self.reward](self._made, gold, answer_ok, self._calls, bool(task.answer))
+        return Score(reward, ok, not answer.strip(), {"calls_match": calls_ok, "answer_ok": answer_ok})
 
     def turn_reward(self, task: Task, turn: TurnRecord) -> float:
         """INVALID_COST for a turn that does not parse or validate; CALL_COST for each call beyond the reference's
@@ -367,12 +371,6 @@ def _number(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _number(v) for k, v in value.items()}
     return value
-
-
-def _echoes(answer: str, prompt: str) -> bool:
-    """The answer copies the whole request (which, asked with the id already given, holds the id)."""
-    squash = lambda text: re.sub(r"\s+", " ", text).strip().lower()
-    return squash(prompt).rstrip("?？.。") in squash(answer)
 
 
 def _answered_calls(messages: list[Message], names: set[str]) -> list[tuple[str, dict[str, Any]]]:
