@@ -13,8 +13,15 @@ assignment that maximises Σ s, so the order of parallel calls does not matter. 
 widens the union, so filling every parameter the schema has scores below leaving the extra ones out. Each unmatched
 call costs a whole gold call, so repeating the right call, calling every offered tool or shotgunning values (one
 call per candidate) scores no higher than one honest attempt with a wrong value. A task that needs no call scores 1
-only with no call at all. With a gold answer (an id) the answer is half: R = (R_calls + 1[answer]) / 2; else the
-answer must be there: R = R_calls × 1[answer]. Only the exact calls with the right answer score 1.
+only with no call at all (one the tool refused, one that did not parse or met a fault included). The answer scales
+the calls' credit and never lifts a negative one: with a gold answer (an id) R = min(R_calls, R_calls × (1 +
+1[answer]) / 2) — the answer is worth what the calls that found it are, so looking up several names to learn the
+id is paid no more than its calls; else R = min(R_calls, R_calls × 1[answer]), so leaving the answer out never
+helps. Only the exact calls with the right answer score 1.
+
+A call that ran (a lookup of another name included) is a call made: looking up several names and keeping the right
+one is the shotgun this rule must not pay, so a correction of a call that ran scores below one honest attempt; a
+call the tool refused did nothing and costs only its turn's CALL_COST.
 """
 
 from __future__ import annotations
@@ -54,7 +61,8 @@ def per_call_credit(made: list[Call], gold: list[Call], answer_ok: bool, attempt
         return float(not attempted and answer_ok)
     best = _best_assignment(made, gold)
     calls = max(-1.0, min(1.0, (best - (len(made) - min(len(made), len(gold)))) / len(gold)))
-    return (calls + float(answer_ok)) / 2 if gold_answer else calls * float(answer_ok)
+    scaled = calls * (1 + float(answer_ok)) / 2 if gold_answer else calls * float(answer_ok)
+    return min(calls, scaled)
 
 
 def _best_assignment(made: list[Call], gold: list[Call]) -> float:

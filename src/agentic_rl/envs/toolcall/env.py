@@ -183,17 +183,18 @@ class ToolCallEnv(ToolEnv):
         spec = json.loads(task.get("spec"))
         family = BY_ID[spec["family"]]
         gold = [_canonical(family, "lookup" if n == family.lookup[0] else "action", dict(a)) for n, a in task.reference]
-        calls_ok = exact_calls(self._made, gold, True, self._calls) == 1.0
+        attempted = self._calls + self._invalid + self._faults  # refused, unparsed and faulted calls too
+        calls_ok = exact_calls(self._made, gold, True, attempted) == 1.0
         # an id asked for must be the one id the answer names: listing every id the prefix allows is not an answer;
         # where no tool fits, the answer must say so, not claim the request was done
         if task.answer:
             answer_ok = states_id(answer, task.answer, task.prompt)
         elif spec["kind"] == "no_tool":
-            answer_ok = abstains(answer)
+            answer_ok = abstains(answer, request=task.prompt)
         else:
             answer_ok = bool(answer.strip())
         ok = calls_ok and answer_ok  # success is the exact calls whatever the reward
-        reward = REWARDS[self.reward](self._made, gold, answer_ok, self._calls, bool(task.answer))
+        reward = REWARDS[self.reward](self._made, gold, answer_ok, attempted, bool(task.answer))
         return Score(reward, ok, not answer.strip(), {"calls_match": calls_ok, "answer_ok": answer_ok})
 
     def turn_reward(self, task: Task, turn: TurnRecord) -> float:
@@ -366,8 +367,9 @@ def _number(value: Any) -> Any:
     """A JSON value in comparable form: an integral float as the integer, a list sorted, objects field by field."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, list):
-        return sorted((_number(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True, default=repr))
+    if isinstance(value, list):  # a set: order and repeats do not count
+        items = {json.dumps(_number(v), sort_keys=True, default=repr): _number(v) for v in value}
+        return [items[k] for k in sorted(items)]
     if isinstance(value, dict):
         return {k: _number(v) for k, v in value.items()}
     return value
