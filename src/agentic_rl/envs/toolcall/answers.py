@@ -289,8 +289,10 @@ def ids_in(answer: str) -> list[str]:
 _HEDGE = re.compile(
     r"\b(?:maybe|perhaps|probably|possibly|might|may|could|should|likely|presumably|guess|think|believe|reckon|"
     r"suppose|hopefully|seems?|apparently|or|either|vs|versus|unless|alternatively|lol|jk|unsure|not sure|no idea|"
-    r"don't know|placeholder|made it up|invented|invent|fake|incorrect|invalid|wrong|except|but|confidence)\b|"
-    r"可能|也许|大概|或者|或|猜|应该|估计|好像|似乎|觉得|八成|吧|吗|随便|编的|不确定|[?？‽¿]")
+    r"don't know|placeholder|made it up|invented|invent|fake|incorrect|invalid|wrong|except|but|confidence|recall|"
+    r"unverified|roughly|approximately|about|around|is it|would it be|used to|example|if that fails|perchance|"
+    r"supposedly|allegedly|assume|assuming|if)\b|[~≈;]\)?|"
+    r"可能|也许|大概|大约|或者|或|猜|应该|估计|好像|似乎|觉得|感觉|貌似|八成|吧|吗|嘛|随便|编的|不确定|如果|见谅|[?？‽¿]")
 
 
 def states_id(answer: str, gold: str, prompt: str) -> bool:
@@ -298,8 +300,9 @@ def states_id(answer: str, gold: str, prompt: str) -> bool:
     and not a copy of the question."""
     text = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", answer))
     text = _HYPHENS.sub("-", _APOSTROPHES.sub("'", text)).lower()
-    text = re.sub(r"\b(?:no problem|you're welcome|anything else i can help with|let me know if you need anything "
-                  r"else|还有别的需要吗|不客气)\b[?？!.。]?", " ", text)
+    text = re.sub(r"\b(?:no problem|you're welcome|anything else i can help with|is there anything else i can help "
+                  r"(?:you )?with|let me know if you need anything else|don't hesitate to ask(?: if you need more)?|"
+                  r"还有别的需要吗|不客气)\b[?？!.。]?", " ", text)
     candidates = {re.sub(r"[\s.-]", "", m).upper() for m in _ID_LIKE.findall(text)}
     if candidates != {gold.replace("-", "")}:
         return False
@@ -311,7 +314,8 @@ def states_id(answer: str, gold: str, prompt: str) -> bool:
 
 
 def _copies_question(answer: str, prompt: str) -> bool:
-    """The answer holds the question asked (with its question word), not only the facts it names."""
+    """The answer holds the question asked, question word and all ("what is the id of …"), not only the facts it
+    names ("the id of … is …")."""
     squash = lambda s: re.sub(r"[^a-z0-9\u4e00-\u9fff]", "", s)
     question = re.split(r"(?<=[.。])\s*", prompt.strip())[-1]  # the last sentence: the question
     q, a = squash(question), squash(answer)
@@ -319,4 +323,4 @@ def _copies_question(answer: str, prompt: str) -> bool:
         return False
     match = SequenceMatcher(None, a, q, autojunk=False).find_longest_match(0, len(a), 0, len(q))
     asks = re.search(r"\bwhat\b|\bwhich\b|多少|什么|哪", answer)
-    return match.size >= 0.8 * len(q) or (bool(asks) and match.size >= 0.5 * len(q))
+    return bool(asks) and match.size >= 0.5 * len(q)
