@@ -1,4 +1,5 @@
 import json
+import random
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -8,7 +9,16 @@ import pytest
 from agentic_rl.envs import check_env, make_env
 from agentic_rl.envs.toolcall.answers import abstains, ids_in
 from agentic_rl.envs.toolcall.credit import NAME, per_call_credit
-from agentic_rl.envs.toolcall.env import BY_ID, CALL_COST, HELD_OUT, INVALID_COST, _plausible_call, make_id
+from agentic_rl.envs.toolcall.env import (
+    BY_ID,
+    CALL_COST,
+    HELD_OUT,
+    INVALID_COST,
+    _draw_value,
+    _plausible_call,
+    id_param,
+    make_id,
+)
 from agentic_rl.envs.toolcall.exploits import partial_credit_probes
 from agentic_rl.envs.toolcall.families import FAMILIES
 from agentic_rl.envs.toolcall.families import HELD_OUT as HAND_HELD_OUT
@@ -49,7 +59,8 @@ def test_held_out_families_are_evaluation_only_and_never_shown_in_training():
     assert {BY_ID[spec(t)["family"]].extra.get("object") for t in evals} >= HELD_OUT_OBJECTS
     nouns = [noun for obj, noun, _, _ in OBJECTS if obj in HELD_OUT_OBJECTS]
     assert not any(noun in env.reset(t)[0]["content"] + t.prompt for t in train for noun in nouns)
-    assert {t.kind.split(":")[0] for t in train} == {"single", "parallel", "chained", "lookup", "no_tool", "in_prompt"}
+    assert {t.kind.split(":")[0] for t in train} == {"single", "parallel", "chained", "lookup", "no_tool", "related",
+                                                     "missing", "in_prompt"}
     assert {spec(t)["lang"] for t in train} == {0, 1}  # English and Chinese requests
 
 
@@ -457,3 +468,40 @@ def test_arrays_compare_as_sets_repeats_included():
     name, args = task.reference_calls[0]
     doubled = {**args, "tags": args["tags"] + args["tags"][:1]}
     assert _play(env, task, [format_tool_call(name, doubled), "Done."])[1].episode.success
+
+
+def test_harder_restraint_related_tools_and_a_missing_value():
+    """`related`: the request's family's lookup and its object's other actions are offered, not the action asked for;
+    `missing`: the action is offered but a value it requires is not in the request. No call is right in both: a
+    refusal (related) or a question for the value (missing) is paid; calling the related tool or guessing the value
+    is not."""
+    env = make_env("toolcall")
+    tasks = env.tasks("eval", 400) + env.tasks("train", 400)
+    related = [t for t in tasks if t.kind.startswith("related")]
+    missing = [t for t in tasks if t.kind.startswith("missing")]
+    assert len(related) > 20 and len(missing) > 20
+    for task in related:
+        s = spec(task)
+        family = BY_ID[s["family"]]
+        names = {BY_ID[f].lookup[0] if w == "lookup" else BY_ID[f].action[0] for f, w in s["tools"]}
+        assert family.lookup[0] in names and family.action[0] not in names  # looks related, cannot do it
+        if "object" in family.extra:  # a generated family: its object's other verbs are offered
+            assert any(BY_ID[f].extra.get("object") == family.extra["object"] and f != family.id and w == "action"
+                       for f, w in s["tools"])
+        assert _play(env, task, ["None of the available tools can do that."])[0] == 1.0
+        lookup = format_tool_call(family.lookup[0], {family.key.name: s["keys"][0]})
+        assert _play(env, task, [lookup, "None of the available tools can do that."])[0] < 0
+    for task in missing:
+        s = spec(task)
+        family = BY_ID[s["family"]]
+        gone = next(p for p in family.params if p.name == s["missing"])
+        assert gone.required and f"{gone.name}" not in json.dumps(s["tools"])  # (a name, not a value, in spec)
+        assert _play(env, task, [env.teacher_turn(task, env.reset(task))])[1].episode.success
+        assert _play(env, task, [f"Which {gone.name.replace('_', ' ')} should I use?"])[0] == 1.0
+        guess = {**s["values"][0], gone.name: _draw_value(gone, random.Random(0)),
+                 id_param(family): make_id(family, s["keys"][0], s["salt"], task.split)}
+        call = format_tool_call(family.action[0], guess)
+        total, result = _play(env, task, [call, "Done."])
+        assert not result.episode.success and total <= 0  # guessing the missing value is not paid
+    refusal = _play(env, missing[0], ["None of the available tools can do that."])
+    assert refusal[1].episode.success  # declining is honest too, if less helpful

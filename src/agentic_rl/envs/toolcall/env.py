@@ -7,6 +7,8 @@ object × verb, parameters drawn from a pool), and shows its functions beside di
   single      one action call, its id given                      parallel   two action calls in one turn
   chained     the lookup, then the action on the id it returned  lookup     the lookup, then the id as the answer
   no_tool     a family whose functions are not offered: no call, say so
+  related     its lookup and its object's other actions are offered, not the one asked for: no call, say so
+  missing     a value the action requires is not in the request: no call, ask for it
   in_prompt   the id is already in the question: no call, answer it
 Reward (per turn; they sum to the episode's):
     r = 1[the calls that ran == reference calls (name and arguments, an optional argument equal to its default
@@ -40,7 +42,7 @@ from .credit import REWARDS, exact_calls
 from .families import FAMILIES as HAND_WRITTEN
 from .families import HELD_OUT as HAND_HELD_OUT
 from .families import Family, Param
-from .generated import GENERATED, GENERATED_HELD_OUT
+from .generated import GENERATED, GENERATED_HELD_OUT, request_without
 
 # Every family a task may draw: the hand-written ones and the generated ones (generated.py), half of the tasks each.
 CATALOG = HAND_WRITTEN + GENERATED
@@ -50,10 +52,13 @@ GENERATED_SHARE = 0.5
 
 CALL_COST = 0.1
 INVALID_COST = 0.2
-KIND_WEIGHTS = {"single": 3, "parallel": 2, "chained": 2, "lookup": 1, "no_tool": 2, "in_prompt": 1}
+KIND_WEIGHTS = {"single": 3, "parallel": 2, "chained": 2, "lookup": 1, "no_tool": 2, "related": 1, "missing": 1,
+                "in_prompt": 1}
+ABSTAIN = ("no_tool", "related", "missing")  # kinds where no call is right and the answer must abstain
 SYSTEM_PROMPT = TOOLS_INSTRUCTION  # the instruction every tool-using prompt starts with (runtime/tools.py)
 DONE = ("Done.", "已完成。")
 NO_TOOL = ("None of the available tools can do that.", "现有的工具都做不到这件事。")
+ASK = ("What {what} should I use? The request does not say.", "请问{what}是什么？请求里没有说明。")
 TWO_THINGS = ("Please do two things: (1) {a} (2) {b}", "请帮我做两件事：(1) {a} (2) {b}")
 KNOWN = ("I already know that the id of {what} is {id}. ", "我已经知道{what}的编号是{id}。")
 
@@ -122,18 +127,24 @@ class ToolCallEnv(ToolEnv):
 
     def _draw(self, rng: random.Random) -> Draft:
         kind = rng.choice([k for k in self.kinds for _ in range(KIND_WEIGHTS[k])])
-        family = rng.choice(GENERATED if rng.random() < GENERATED_SHARE else HAND_WRITTEN)
+        family = rng.choice(GENERATED if rng.random() < GENERATED_SHARE or kind == "missing" else HAND_WRITTEN)
         lang = rng.choice([0, 0, 1])
         keys = rng.sample(family.key.values, 2)
         spec = {"kind": kind, "family": family.id, "lang": lang, "keys": keys,
                 "values": [_draw_values(family, rng), _draw_values(family, rng)]}
+        if kind == "missing":
+            spec["missing"] = next(p.name for p in family.params if p.required)
         # what the agent is asked, ids aside, decides the split: the same request never lands in both; the ids are
         # then drawn for this task alone, from the split's range
         split: Split = "eval" if family.id in HELD_OUT else split_of(f"toolcall:{json.dumps(spec, sort_keys=True)}")
         spec.update(salt=rng.randrange(2**31), split=split)
         prompt, reference, answer = _render(spec)
         offered = [] if kind == "no_tool" else [(family.id, "lookup"), (family.id, "action")]
-        offered += _distractors(family, split, self.distractors, rng)
+        if kind == "related":  # same domain, other capability: its lookup, and its object's other verbs
+            siblings = [f.id for f in CATALOG if f.id != family.id and "object" in f.extra
+                        and f.extra["object"] == family.extra.get("object")]
+            offered = [(family.id, "lookup")] + [(fid, "action") for fid in rng.sample(siblings, min(2, len(siblings)))]
+        offered += _distractors(family, split, self.distractors + (2 - len(offered) if kind == "related" else 0), rng)
         rng.shuffle(offered)
         spec["tools"] = offered
         kind_label = f"{kind}:{'new' if family.id in HELD_OUT else 'seen'}"
@@ -189,8 +200,8 @@ class ToolCallEnv(ToolEnv):
         # where no tool fits, the answer must say so, not claim the request was done
         if task.answer:
             answer_ok = states_id(answer, task.answer, task.prompt)
-        elif spec["kind"] == "no_tool":
-            answer_ok = abstains(answer, request=task.prompt)
+        elif spec["kind"] in ABSTAIN:  # say it cannot be done, or (a value missing) ask for it
+            answer_ok = abstains(answer, may_ask=spec["kind"] == "missing", request=task.prompt)
         else:
             answer_ok = bool(answer.strip())
         ok = calls_ok and answer_ok  # success is the exact calls whatever the reward
@@ -233,7 +244,9 @@ class ToolCallEnv(ToolEnv):
             if spec["kind"] == "parallel":
                 return format_tool_calls([_noisy(c, BY_ID[spec["family"]], noise) for c in left])
             return format_tool_calls([_noisy(left[0], BY_ID[spec["family"]], noise)])
-        return task.answer or (NO_TOOL if spec["kind"] == "no_tool" else DONE)[spec["lang"]]
+        if spec["kind"] == "missing":
+            return ASK[spec["lang"]].format(what=spec["missing"].replace("_", " "))
+        return task.answer or (NO_TOOL if spec["kind"] in ABSTAIN else DONE)[spec["lang"]]
 
     def probe_hacks(self, tasks: list[Task]) -> list[dict[str, object]]:
         from .exploits import probe_hacks
@@ -297,8 +310,10 @@ def _text(value: Any, lang: int) -> str:
     return str(value)
 
 
-def _action_text(family: Family, values: dict[str, Any], ref: str, lang: int) -> str:
-    text = re.sub(r"\[(\w+)\|([^\]]*)\]", lambda m: m.group(2) if m.group(1) in values else "", family.request[lang])
+def _action_text(family: Family, values: dict[str, Any], ref: str, lang: int,
+                 template: tuple[str, str] | None = None) -> str:
+    request = (template or family.request)[lang]
+    text = re.sub(r"\[(\w+)\|([^\]]*)\]", lambda m: m.group(2) if m.group(1) in values else "", request)
     flat = {"REF": ref, **{k: _text(v, lang) for k, v in values.items() if not isinstance(v, dict)},
             **{f"{k}.{f}": _text(x, lang) for k, v in values.items() if isinstance(v, dict) for f, x in v.items()}}
     return re.sub(r"\{([\w.]+)\}", lambda m: flat[m.group(1)], text)
@@ -316,9 +331,14 @@ def _render(spec: dict[str, Any]) -> tuple[str, tuple, str]:
     ident = make(key)
     action = lambda k, v: (family.action[0], tuple(sorted({id_param(family): make(k), **v}.items())))
     lookup = (family.lookup[0], ((family.key.name, key),))
-    if kind == "single" or kind == "no_tool":
+    if kind in ("single", "no_tool", "related"):
         prompt = _action_text(family, values, _ref(family, family.ref_id, lang, id=ident), lang)
         return prompt, ((action(key, values),) if kind == "single" else ()), ""
+    if kind == "missing":  # the first required value left out of the request (and of the values)
+        gone = spec["missing"]
+        template = request_without(family, gone)
+        rest = {k: v for k, v in values.items() if k != gone}
+        return _action_text(family, rest, _ref(family, family.ref_id, lang, id=ident), lang, template), (), ""
     if kind == "parallel":
         k2, v2 = spec["keys"][1], spec["values"][1]
         a = _action_text(family, values, _ref(family, family.ref_id, lang, id=ident), lang)

@@ -70,27 +70,38 @@ def generated_families(seed: int = 0) -> tuple[Family, ...]:
             drawn = sorted(rng.sample(PARAMS, rng.randint(2, 4)), key=lambda d: d[0].kind == "boolean")
             if drawn[0][0].kind == "boolean":  # a request needs one value to ask for
                 drawn.insert(0, rng.choice([d for d in PARAMS if d[0].kind != "boolean"]))
-            params, en, zh = [], [], []
+            params, parts = [], []
             for i, (p, phrase_en, phrase_zh) in enumerate(drawn):
                 required = p.kind != "boolean" and (i == 0 or rng.random() < 0.5)
                 default = False if p.kind == "boolean" else (p.values[0] if p.kind == "enum" and not required
                                                                else None)
                 params.append(Param(p.name, p.kind, p.description, p.values, required, default, p.fields))
-                words_en, words_zh = phrase_en.replace("{v", "{" + p.name), phrase_zh.replace("{v", "{" + p.name)
-                en.append(words_en if required else f"[{p.name}|, {words_en}]")
-                zh.append(words_zh if required else f"[{p.name}|，{words_zh}]")
-            required_en = [e for e, p in zip(en, params) if p.required]
-            optional_en = "".join(e for e, p in zip(en, params) if not p.required)
-            optional_zh = "".join(z for z, p in zip(zh, params) if not p.required)
-            request_en = f"{verb_en} {{REF}} with {' and '.join(required_en)}{optional_en}."
-            request_zh = f"请{verb_zh}{{REF}}，{'，'.join(z for z, p in zip(zh, params) if p.required)}{optional_zh}。"
+                parts.append((p.name, required, phrase_en.replace("{v", "{" + p.name),
+                              phrase_zh.replace("{v", "{" + p.name)))
             out.append(Family(
                 f"{verb}_{obj}", prefix, (noun, noun_zh),
                 Param("name", "string", f"The {noun}'s name.", CODENAMES),
                 (f"find_{obj}", f"Find a {noun} by name and return its id."),
-                (f"{verb}_{obj}", f"{verb_en} a {noun}."), tuple(params), (request_en, request_zh),
-                extra={"object": obj}))
+                (f"{verb}_{obj}", f"{verb_en} a {noun}."), tuple(params), request((verb_en, verb_zh), parts),
+                extra={"object": obj, "verb": (verb_en, verb_zh), "parts": tuple(parts)}))
     return tuple(out)
+
+
+def request(verb: tuple[str, str], parts: list[tuple[str, bool, str, str]]) -> tuple[str, str]:
+    """A generated family's request templates (English, Chinese): the verb, `{REF}`, the required parameters' phrases,
+    then each optional one in `[name|…]`."""
+    required_en = [en for _, req, en, _ in parts if req]
+    required_zh = [zh for _, req, _, zh in parts if req]
+    optional_en = "".join(f"[{name}|, {en}]" for name, req, en, _ in parts if not req)
+    optional_zh = "".join(f"[{name}|，{zh}]" for name, req, _, zh in parts if not req)
+    en = f"{verb[0]} {{REF}}" + (f" with {' and '.join(required_en)}" if required_en else "") + f"{optional_en}."
+    zh = f"请{verb[1]}{{REF}}" + (f"，{'，'.join(required_zh)}" if required_zh else "") + f"{optional_zh}。"
+    return en, zh
+
+
+def request_without(family: Family, missing: str) -> tuple[str, str]:
+    """The family's request with one required parameter's words left out: a request a call cannot serve."""
+    return request(family.extra["verb"], [part for part in family.extra["parts"] if part[0] != missing])
 
 
 GENERATED = generated_families()
