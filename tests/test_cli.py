@@ -158,3 +158,14 @@ def test_a_bad_agent_or_tasks_file_is_refused_before_anything_is_written(tmp_pat
         r = runner.invoke(app, ["grpo", "--out", str(tmp_path / "run"), *args])
         assert r.exit_code == 2 and message in r.output, (args, r.output)
         assert not (tmp_path / "run").exists()
+
+
+def test_probe_hacks_on_toolcall_lists_the_exploits_and_the_per_call_credit_probes(tmp_path):
+    out = tmp_path / "rows.json"
+    r = runner.invoke(app, ["probe-hacks", "--env", "toolcall", "--n", "5", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())
+    names = {row["exploit"] for row in rows}
+    assert {"call_every_tool", "guessed_id", "per_call:shotgun_values", "per_call:call_on_a_no_call_task"} <= names
+    assert all(row["holds"] for row in rows if "holds" in row) and "NO" not in r.output
+    assert "per_call:shotgun_values" in r.output

@@ -398,7 +398,7 @@ def probe_hacks(ctx: typer.Context,
         _fail(f"no exploit probes for env {cfg.env!r}; envs with probes: {', '.join(with_probes)}")
     table = Table(title=f"reward hacks on {cfg.n} held-out {cfg.env} tasks")
     known = ("exploit", "naive_reward", "guarded_reward", "noop_reward", "holds")
-    extra = [k for k in rows[0] if k not in known]  # codefix: finding, env_errors; sql: db_unchanged
+    extra = list(dict.fromkeys(k for r in rows for k in r if k not in known))  # codefix: finding; toolcall: tasks
     for col in ("exploit", "naive reward", "guarded reward", "no-op reward", *extra, "guard holds"):
         table.add_column(col.replace("_", " "), no_wrap=col == "exploit")
     for r in rows:  # a row may judge itself (`holds`: toolcall's per-call credit probes, held to the honest attempt)
@@ -407,7 +407,7 @@ def probe_hacks(ctx: typer.Context,
         naive = "n/a" if r["naive_reward"] is None else f"{r['naive_reward']:.2f}"
         noop = "n/a" if r["noop_reward"] is None else f"{r['noop_reward']:.2f}"
         table.add_row(str(r["exploit"]), naive, f"{r['guarded_reward']:.2f}", noop,
-                      *(str(r[k]) if r[k] is not None else "" for k in extra),
+                      *(str(r[k]) if r.get(k) is not None else "" for k in extra),
                       "[green]yes[/]" if holds else "[red]NO[/]")
     console.print(table)
     if json_out:
