@@ -312,8 +312,13 @@ def eval_(ctx: typer.Context,
         console.print(bfcl_table(result))
     else:
         console.print(ev.summary_table(result))
+    questions = result.pop("questions", None)  # BFCL: each question's reply and verdicts
     if json_out:
         atomic_write_json(json_out, result)
+        if questions is not None:
+            atomic_write_text(json_out.with_suffix(".jsonl"),
+                              "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
+            console.print(f"each question's reply and verdicts: {json_out.with_suffix('.jsonl')}")
     if result["regression"]["worse"]:
         _print_regressions(result["regression"]["worse"], baseline, "this run")
         raise typer.Exit(1)

@@ -6,6 +6,7 @@ teacher, the SFT policy and the GRPO policy on the same held-out tasks goes to t
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -242,24 +243,27 @@ def evaluate_stages(cfg: RunConfig, out: Path, noise: dict[str, float] | None) -
 
 
 def _bfcl(policy: HFPolicy, n: int, seed: int, path: Path) -> dict[str, float]:
-    """A model's BFCL accuracy per category (greedy); writes PATH.json (the eval schema) and PATH.jsonl."""
+    """A model's BFCL accuracy per category (greedy); writes PATH.json (the eval schema), PATH.jsonl (the
+    trajectories) and PATH.questions.jsonl (each reply and its verdicts)."""
     from .evaluation.bfcl import MAX_NEW_TOKENS, evaluate_bfcl
 
     greedy = HFPolicy(policy.path, SamplingConfig(0.0, MAX_NEW_TOKENS), model=policy.model, tokenizer=policy.tokenizer)
     with status(f"BFCL: {path.name}") as spinner:
         result, trajs = evaluate_bfcl(greedy, n=n, seed=seed, progress=lambda msg: spinner.update(f"{path.name}: {msg}"))
     result["policy"] = path.name.removeprefix("bfcl_")
+    questions = result.pop("questions")
     atomic_write_json(path.with_suffix(".json"), result)
     save_jsonl(trajs, path.with_suffix(".jsonl"))
-    return {name.removeprefix("bfcl."): m["value"] for name, m in result["overall"]["regression"].items()}
+    atomic_write_text(path.with_suffix(".questions.jsonl"), "".join(json.dumps(q, ensure_ascii=False) + "\n"
+                                                                    for q in questions))
+    return {name.removeprefix("bfcl."): m["value"] for name, m in result["overall"]["regression"].items()
+            if name.startswith("bfcl.")}
 
 
 def _stage(stage_dir: Path, train: Any, resume: bool) -> dict[str, Any]:
     """Run a stage, or skip it when its summary says it finished; a stage with a checkpoint is resumed."""
     done = stage_dir / "summary.json"
     if done.exists() and resume:
-        import json
-
         return json.loads(done.read_text())
     return train(resume and (stage_dir / "checkpoints").exists())
 

@@ -11,12 +11,16 @@ from agentic_rl.cli import app
 from agentic_rl.envs.toolcall.env import SYSTEM_PROMPT
 from agentic_rl.evaluation.bfcl import (
     CATEGORIES,
+    CHECKER_MODEL,
+    HANDLER,
     Questions,
     check_categories,
     evaluate_bfcl,
     load_questions,
     prompt_messages,
     score,
+    served,
+    verdict,
 )
 from agentic_rl.evaluation.families import compare, load_result
 from agentic_rl.policies import TeacherPolicy
@@ -35,7 +39,9 @@ def test_ground_truth_as_calls_passes_bfcls_checker_in_every_category():
     cats = [c for c in CATEGORIES if c != "live_relevance"]
     result, trajs = evaluate_bfcl(TeacherPolicy(), cats, n=12, seed=0)
     accuracy = {name: m["value"] for name, m in result["overall"]["regression"].items()}
-    assert accuracy == {f"bfcl.{c}": 1.0 for c in cats}, [t.info["bfcl_error"] for t in trajs if not t.success]
+    assert accuracy == {f"{view}.{c}": 1.0 for c in cats for view in ("bfcl", "bfcl_strict")}, \
+        [t.info["bfcl_error"] for t in trajs if not t.success]
+    assert result["bfcl_handler"] == HANDLER and len(result["questions"]) == len(trajs)
     assert result["tasks"] == len(trajs) == 12 * len(cats)
 
 
@@ -95,7 +101,11 @@ def test_cli_bench_bfcl_with_a_model_writes_a_comparable_eval_json(tiny_dir, tmp
     result = load_result(out)
     assert result["env"] == "bfcl" and result["temperature"] == 0.0 and result["tasks"] == 4
     metrics = result["overall"]["regression"]
-    assert set(metrics) == {"bfcl.simple_python", "bfcl.irrelevance"}
+    assert set(metrics) == {f"{view}.{c}" for view in ("bfcl", "bfcl_strict") for c in ("simple_python", "irrelevance")}
+    rows = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {r["category"] for r in rows} == {"simple_python", "irrelevance"}
+    assert all(r["handler"] == HANDLER and {"reply", "model_responses", "valid", "error", "strict_valid"} <= set(r)
+               for r in rows)
     assert all(m["n"] == 2 and m["better"] == "higher" and 0 <= m["value"] <= 1 for m in metrics.values())
     assert compare(result, result) == []
     assert "simple_python" in r.output
@@ -126,3 +136,71 @@ def test_a_runs_bfcl_stages_show_in_its_report(tiny_dir, tmp_path):
     assert saved["policy"] == "grpo" and saved["temperature"] == 0.0
     html = build_report(tmp_path)
     assert '<section id="transfer">' in html and "live_irrelevance" in html
+
+
+def _replies(entry: dict, truth, teacher: str) -> list[str]:
+    """Replies a model may give to a question: the ground truth's calls, one value off, the name as BFCL writes it
+    (dotted), prose around the calls, a malformed block, an extra call, no call, an empty reply."""
+    funcs = entry["function"]
+    shown = [f["name"].replace(".", "_") for f in funcs]
+    block = lambda name, args: f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
+    out = [teacher, f"Sure. {teacher}", "<tool_call>{not json</tool_call>", "I cannot help with that.", "",
+           teacher + block(shown[0], {}), block(funcs[0]["name"], {}), block("not_offered", {"x": 1})]
+    if truth:
+        name, params = next(iter(truth[0].items()))
+        first = {p: v[0] for p, v in params.items() if isinstance(v, list) and v and v[0] != ""}
+        out.append(block(name.replace(".", "_"), first))
+        out.append(block(name, first))  # dotted, as the ground truth writes it: not an offered name
+        if first:
+            p = next(iter(first))
+            out.append(block(name.replace(".", "_"), {**first, p: "definitely wrong"}))
+    return out
+
+
+def test_verdicts_agree_with_bfcls_own_eval_runner_on_every_entry(monkeypatch):
+    """The product's scoring against bfcl_eval's eval runner's per-entry functions, with a real OpenAI handler:
+    the same reply (served as `agentic-rl serve` answers it) gets the same verdict on every entry."""
+    from bfcl_eval.constants.enums import Language, ReturnFormat
+    from bfcl_eval.eval_checker.eval_runner import _evaluate_single_ast_entry, _evaluate_single_relevance_entry
+    from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused: nothing is sent")
+    handler = OpenAICompletionsHandler(CHECKER_MODEL, 0.0, CHECKER_MODEL, True)
+    cats = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
+            "live_multiple", "live_irrelevance", "live_relevance"]
+    tasks, entries = load_questions(cats, n=6, seed=3)
+    teacher = TeacherPolicy()
+    checked = agreed = passed = 0
+    for task in tasks:
+        q = entries[task.id]
+        env = Questions(entries)
+        reply = teacher.start(env, [task], [0], 0).act([0], [env.reset(task)])[0].text
+        for text in _replies(q["entry"], q["truth"], reply):
+            ours, _ = verdict(text, q["entry"], q["truth"], q["category"])
+            response = served(text, q["entry"])
+            if q["category"] in ("irrelevance", "live_irrelevance", "live_relevance"):
+                theirs = _evaluate_single_relevance_entry(handler, task.id, response, q["entry"], CHECKER_MODEL,
+                                                          q["category"])
+            else:
+                theirs = _evaluate_single_ast_entry(handler, task.id, response, q["truth"], q["entry"], CHECKER_MODEL,
+                                                    q["category"], Language.PYTHON, ReturnFormat.PYTHON)
+            checked += 1
+            agreed += ours == theirs["valid"]
+            passed += ours
+            assert ours == theirs["valid"], (task.id, text, theirs.get("error"))
+    assert checked > 400 and agreed == checked and 0 < passed < checked
+
+
+def test_bfcl_shows_names_as_the_openai_handler_does_and_the_checker_maps_them_back():
+    """A dotted BFCL function is shown with "_" (OpenAI's name rule); a call to it by that name passes, a call by the
+    dotted name is not a call to an offered function (text, for the server)."""
+    tasks, entries = load_questions(["simple_python"])
+    q = next(entries[t.id] for t in tasks if "." in entries[t.id]["entry"]["function"][0]["name"])
+    system = prompt_messages(q["entry"])[0]["content"]
+    dotted = q["entry"]["function"][0]["name"]
+    assert dotted.replace(".", "_") in system and f'"{dotted}"' not in system
+    env = Questions(entries)
+    task = next(t for t in tasks if entries[t.id] is q)
+    reply = TeacherPolicy().start(env, [task], [0], 0).act([0], [env.reset(task)])[0].text
+    assert dotted.replace(".", "_") in reply and verdict(reply, q["entry"], q["truth"], "simple_python")[0]
+    assert not verdict(reply.replace(dotted.replace(".", "_"), dotted), q["entry"], q["truth"], "simple_python")[0]

@@ -7,12 +7,15 @@ toolcall's system prompt and one tool schema per line, as a model trained here m
 with its own template the same way. One assistant turn per question, greedy unless a temperature is given (BFCL
 samples at 0).
 
-A reply is decoded as our runtime reads it (`runtime/parsing.py`, any number of `<tool_call>` blocks): a call that our
-agent loop would not run (prose around it, malformed JSON) is no call for the AST categories and still an attempt for
-the irrelevance ones — strict both ways, so neither calling nor abstaining is flattered.
-  AST categories (simple_python, multiple, parallel, …, live_*)  the decoded calls pass BFCL's `ast_checker`
-  irrelevance, live_irrelevance                                 the reply is plain text: no `<tool_call>` at all
-  live_relevance                                                at least one call decodes (BFCL's relevance rule)
+Each reply is scored as BFCL scores a model served behind an OpenAI-compatible endpoint (`agentic-rl serve`), by
+its OpenAI function-calling handler (`HANDLER`): the functions go in as `convert_to_tool` makes them for OpenAI ("."
+in a name becomes "_"), the server answers `tool_calls` when the turn is nothing but calls to offered functions
+(`served_calls`, the gateway's rule) and text otherwise, the handler's own `decode_ast` reads that, and the checker
+maps "_" back to "." (`underscore_to_dot`) — BFCL's eval runner's per-entry rules, which a test holds the result to
+entry by entry: an AST category passes when the decoded calls pass `ast_checker`; irrelevance when nothing decodes as
+a call (a malformed `<tool_call>` is text, so an abstention); live_relevance when something does. Beside it
+(`bfcl_strict.<category>`) the strict view of our own runtime: a `<tool_call>` that does not parse is still an attempt
+on irrelevance, and only the tools' own names count.
 
 The result is an eval JSON (`families.SCHEMA`) whose metrics sit in the regression family, `bfcl.<category>`
 accuracy with a bootstrap 95 % interval over questions: `eval --compare base.json trained.json` then flags a category
@@ -32,7 +35,7 @@ from typing import Any, ClassVar
 from ..envs.base import Env, EpisodeRecord, Message, StepResult, Task, TurnRecord
 from ..envs.toolcall.env import NO_TOOL
 from ..policies.base import Policy
-from ..runtime.parsing import FinalAnswer, ParseError, calls_of, format_tool_calls, parse_turn
+from ..runtime.parsing import FinalAnswer, ParseError, calls_of, format_tool_calls, parse_turn, served_calls
 from ..runtime.rollout import run_episodes
 from ..runtime.tools import tools_system_prompt
 from .families import FAMILIES, SCHEMA, aggregate
@@ -44,9 +47,10 @@ DEFAULT_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multipl
                       "live_multiple", "live_irrelevance")
 NO_CALL_CATEGORIES = ("irrelevance", "live_irrelevance")
 MAX_NEW_TOKENS = 256  # BFCL's longest ground truth (four parallel calls) is ~150 SmolLM2 tokens
-# `ast_checker` takes a model name only to look up whether that model's handler replaced "." in function names by
-# "_"; we show BFCL's names as they are, as a Hermes-format FC model (Qwen3's) does, and name that model.
-CHECKER_MODEL = "Qwen_Qwen3-0.6B-FC"
+# The BFCL handler mirrored, and a model it runs whose config says names were shown with "_" for "." (the checker
+# looks the model up only for that).
+HANDLER = "OpenAI function calling (bfcl_eval OpenAICompletionsHandler) over agentic-rl serve"
+CHECKER_MODEL = "gpt-4o-2024-11-20-FC"
 MISSING = "the BFCL benchmark needs the bfcl extra: pip install -e '.[bfcl]' (bfcl-eval, the leaderboard's data and checker)"
 
 
@@ -57,12 +61,16 @@ def _bfcl() -> Any:
         from bfcl_eval.constants.enums import Language, ModelStyle
         from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
         from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+        from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
         from bfcl_eval.model_handler.utils import convert_to_tool
     except ImportError as e:
         raise ValueError(f"{MISSING} ({e})") from None
+    # The handler's decode_ast reads only `is_fc_model`; its __init__ would open an API client this never uses.
+    handler = OpenAICompletionsHandler.__new__(OpenAICompletionsHandler)
+    handler.is_fc_model = True
     return type("bfcl", (), {"utils": utils, "Language": Language, "ModelStyle": ModelStyle,
                              "GORILLA_TO_OPENAPI": GORILLA_TO_OPENAPI, "ast_checker": staticmethod(ast_checker),
-                             "convert_to_tool": staticmethod(convert_to_tool)})
+                             "convert_to_tool": staticmethod(convert_to_tool), "handler": handler})
 
 
 def check_categories(categories: Sequence[str]) -> list[str]:
@@ -97,10 +105,8 @@ def load_questions(categories: Sequence[str], n: int | None = None, seed: int = 
 
 def prompt_messages(entry: dict[str, Any]) -> list[Message]:
     """A question's opening messages: its own system text (if any) before toolcall's system prompt and BFCL's
-    functions as JSON schemas (`convert_to_tool`), one per line; then its conversation."""
-    bfcl = _bfcl()
-    functions = bfcl.convert_to_tool(copy.deepcopy(entry["function"]), bfcl.GORILLA_TO_OPENAPI,
-                                     bfcl.ModelStyle.OSSMODEL)
+    functions as the OpenAI handler sends them (`offered_functions`), one per line; then its conversation."""
+    functions = offered_functions(entry)
     turn = entry["question"][0]
     own = "\n\n".join(m["content"] for m in turn if m["role"] == "system")
     system = tools_system_prompt(own or None, [{"type": "function", "function": f} for f in functions])
@@ -108,8 +114,49 @@ def prompt_messages(entry: dict[str, Any]) -> list[Message]:
                                                       for m in turn if m["role"] != "system")]
 
 
+def offered_functions(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A question's functions as the OpenAI handler sends them (`convert_to_tool`: JSON schema types, "." → "_")."""
+    bfcl = _bfcl()
+    tools = bfcl.convert_to_tool(copy.deepcopy(entry["function"]), bfcl.GORILLA_TO_OPENAPI,
+                                 bfcl.ModelStyle.OPENAI_COMPLETIONS)
+    return [t["function"] if "function" in t else t for t in tools]  # the function inside {"type": "function", …}
+
+
+def served(text: str, entry: dict[str, Any]) -> list[dict[str, str]] | str:
+    """What BFCL's OpenAI handler gets back from `agentic-rl serve` for this reply (`model_responses`): each call as
+    {name: arguments JSON} when the turn is nothing but calls to the offered functions, else the text."""
+    calls = served_calls(text, {f["name"] for f in offered_functions(entry)}, max_calls=1 << 16)
+    return [{name: json.dumps(args)} for name, args in calls] if calls else text
+
+
+def verdict(text: str, entry: dict[str, Any], truth: Any, category: str) -> tuple[bool, str | None]:
+    """(passed, why not) as BFCL scores the reply through its OpenAI handler: the eval runner's per-entry rules."""
+    bfcl = _bfcl()
+    response = served(text, entry)
+    try:
+        decoded = bfcl.handler.decode_ast(response, bfcl.Language.PYTHON, False)
+    except Exception as e:  # nothing decodes: an abstention to the relevance rules, a miss to the AST ones
+        decoded, error = None, f"no decodable call: {type(e).__name__}"
+    else:
+        error = None
+    if category in NO_CALL_CATEGORIES or category == "live_relevance":
+        called = decoded is not None and not bfcl.utils.is_empty_output(decoded)
+        ok = not called if category in NO_CALL_CATEGORIES else called
+        return ok, None if ok else ("decoded a call" if called else error or "no call")
+    if decoded is None:
+        return False, error
+    if not bfcl.utils.is_function_calling_format_output(decoded):
+        return False, "not in function-calling format"
+    try:
+        result = bfcl.ast_checker(entry["function"], decoded, truth, bfcl.Language.PYTHON, category, CHECKER_MODEL)
+    except Exception as e:  # the checker meets a value shape it does not expect: a wrong answer, not a crash
+        return False, f"checker: {type(e).__name__}: {e}"
+    return bool(result["valid"]), None if result["valid"] else "; ".join(map(str, result.get("error", [])))
+
+
 def score(text: str, entry: dict[str, Any], truth: Any, category: str) -> tuple[bool, str | None, int, bool]:
-    """(passed, why not, calls decoded, parse failed) for one reply."""
+    """The strict view: (passed, why not, calls decoded, parse failed) for one reply, read as our runtime reads a
+    turn — a `<tool_call>` that does not parse is an attempt on irrelevance, and a miss elsewhere."""
     parsed = parse_turn(text, None, max_calls=1 << 16)
     calls = calls_of(parsed)
     failed = isinstance(parsed, ParseError)
@@ -123,6 +170,9 @@ def score(text: str, entry: dict[str, Any], truth: Any, category: str) -> tuple[
     if not calls:
         return False, "no call", 0, False
     bfcl = _bfcl()
+    names = {f["name"] for f in offered_functions(entry)}
+    if any(name not in names for name, _ in calls):
+        return False, "a call to a function not offered", len(calls), False
     decoded = [{name: args} for name, args in calls]
     try:
         result = bfcl.ast_checker(entry["function"], decoded, truth, bfcl.Language.PYTHON, category, CHECKER_MODEL)
@@ -152,21 +202,25 @@ class Questions(Env):
 
     def step(self, action: str) -> StepResult:
         q = self.entries[self._task.id]  # type: ignore[union-attr]
-        ok, why, calls, failed = score(action, q["entry"], q["truth"], q["category"])
+        ok, why = verdict(action, q["entry"], q["truth"], q["category"])
+        strict, strict_why, calls, failed = score(action, q["entry"], q["truth"], q["category"])
         parsed = parse_turn(action, None, max_calls=self.max_calls)
         kind = "ToolCall" if calls else type(parsed).__name__  # as ToolEnv records parallel calls
         turn = TurnRecord(parsed=kind, parse_error=parsed.kind if isinstance(parsed, ParseError) else None, calls=calls)
         episode = EpisodeRecord(success=ok, episode_reward=float(ok), turns=1, tool_calls=calls, invalid=int(failed))
-        return StepResult([], float(ok), True, False, turn, episode, {"bfcl_error": why})
+        return StepResult([], float(ok), True, False, turn, episode, {"bfcl_error": why, "strict": strict,
+                                                                    "strict_error": strict_why})
 
     def teacher_turn(self, task: Task, messages: list[Message], noise: dict[str, bool] | None = None) -> str:
-        """BFCL's ground truth as calls (each parameter's first accepted value; optional ones left out where
-        leaving them out is accepted); no call where none is expected. The plumbing's check: it scores 1."""
+        """BFCL's ground truth as calls to the functions as shown (each parameter's first accepted value; optional
+        ones left out where leaving them out is accepted); no call where none is expected. The plumbing's check: it
+        scores 1."""
         q = self.entries[task.id]
         if q["truth"] is None:
             return NO_TOOL[0]
         required = {f["name"]: set(f["parameters"].get("required", [])) for f in q["entry"]["function"]}
-        return format_tool_calls([(name, _first_choice(params, required.get(name, set())))
+        shown = {f["name"]: s["name"] for f, s in zip(q["entry"]["function"], offered_functions(q["entry"]))}
+        return format_tool_calls([(shown.get(name, name), _first_choice(params, required.get(name, set())))
                                   for call in q["truth"] for name, params in call.items()])
 
 
@@ -203,7 +257,8 @@ def evaluate_bfcl(policy: Policy, categories: Sequence[str] = DEFAULT_CATEGORIES
         say(f"BFCL: {len(trajs)}/{len(tasks)} questions")
     wall = time.monotonic() - t0
     index = {t.id: i for i, t in enumerate(tasks)}
-    rows = [(index[t.task_id], {f"bfcl.{t.task_kind}": (float(t.success), 1.0)}) for t in trajs]
+    rows = [(index[t.task_id], {f"bfcl.{t.task_kind}": (float(t.success), 1.0),
+                                f"bfcl_strict.{t.task_kind}": (float(bool(t.info.get("strict"))), 1.0)}) for t in trajs]
     by_kind = {cat: {f: {} for f in FAMILIES} | {"regression": aggregate([r for r in rows if tasks[r[0]].kind == cat],
                                                                          seed)}
                for cat in dict.fromkeys(t.kind for t in tasks)}
@@ -211,28 +266,51 @@ def evaluate_bfcl(policy: Policy, categories: Sequence[str] = DEFAULT_CATEGORIES
     for kind in by_kind.values():
         for name, metric in kind["regression"].items():
             overall["regression"][name] = kind["regression"][name] = {**metric, "better": "higher"}
-    result = {"schema": SCHEMA, "env": "bfcl", "bench": "bfcl",
+    result = {"schema": SCHEMA, "env": "bfcl", "bench": "bfcl", "bfcl_handler": HANDLER,
               "bfcl_eval_version": importlib.metadata.version("bfcl-eval"), "policy": getattr(policy, "name", None),
               "split": "eval", "tasks": len(tasks), "k": 1, "seed": seed,
               "temperature": getattr(getattr(policy, "sampling", None), "temperature", None),
               "robustness_tasks": 0, "wall_seconds": round(wall, 2), "families": list(FAMILIES),
-              "overall": overall, "by_kind": by_kind, "regression": {"baseline": None, "worse": []}}
+              "overall": overall, "by_kind": by_kind, "regression": {"baseline": None, "worse": []},
+              "questions": question_rows(trajs, entries)}  # written apart, as a JSONL beside the JSON
     return result, trajs
+
+
+def question_rows(trajs: list, entries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each question's reply and verdicts, as BFCL's score files keep them: one JSON object per line."""
+    rows = []
+    for t in trajs:
+        reply = next((m["content"] for m in reversed(t.messages) if m["role"] == "assistant"), "")
+        reply = reply or format_tool_calls([(c["function"]["name"], json.loads(c["function"]["arguments"])
+                                             if isinstance(c["function"]["arguments"], str) else c["function"]["arguments"])
+                                            for m in t.messages if m["role"] == "assistant"
+                                            for c in m.get("tool_calls") or []])
+        q = entries[t.task_id]
+        rows.append({"id": t.task_id, "category": t.task_kind, "handler": HANDLER, "reply": reply,
+                     "model_responses": served(reply, q["entry"]), "valid": bool(t.success),
+                     "error": t.info.get("bfcl_error"), "strict_valid": bool(t.info.get("strict")),
+                     "strict_error": t.info.get("strict_error")})
+    return rows
 
 
 def bfcl_table(result: dict[str, Any]) -> Any:
     """Per-category accuracy as a rich table."""
     from rich.table import Table
 
-    table = Table(title=f"BFCL (bfcl-eval {result.get('bfcl_eval_version')}): {result['policy']}, "
-                        f"{result['tasks']} questions")
-    for col in ("category", "accuracy", "95% interval", "n"):
+    table = Table(title=f"BFCL (bfcl-eval {result.get('bfcl_eval_version')}, {result.get('bfcl_handler')}): "
+                        f"{result['policy']}, {result['tasks']} questions")
+    for col in ("category", "accuracy", "95% interval", "strict view", "n"):
         table.add_column(col)
-    for name, m in result["overall"]["regression"].items():
+    metrics = result["overall"]["regression"]
+    for name, m in metrics.items():
+        if not name.startswith("bfcl."):
+            continue
         ci = f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]" if m["ci95"] else ""
-        table.add_row(name.removeprefix("bfcl."), f"{m['value']:.3f}", ci, str(m["n"]))
+        strict = metrics.get("bfcl_strict." + name.removeprefix("bfcl."), {}).get("value")
+        table.add_row(name.removeprefix("bfcl."), f"{m['value']:.3f}", ci,
+                      "" if strict is None else f"{strict:.3f}", str(m["n"]))
     return table
 
 
-__all__ = ["CATEGORIES", "DEFAULT_CATEGORIES", "Questions", "bfcl_table", "check_categories",
-           "evaluate_bfcl", "load_questions", "prompt_messages", "score"]
+__all__ = ["CATEGORIES", "DEFAULT_CATEGORIES", "HANDLER", "Questions", "bfcl_table", "check_categories",
+           "evaluate_bfcl", "load_questions", "prompt_messages", "question_rows", "score", "served", "verdict"]

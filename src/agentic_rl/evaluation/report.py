@@ -438,16 +438,17 @@ def _transfer(run: Path) -> str:
     results = {s: r for s, r in results.items() if r}
     if not results:
         return ""
-    cats = list(next(iter(results.values()))["overall"]["regression"])
+    cats = [c for c in next(iter(results.values()))["overall"]["regression"] if c.startswith("bfcl.")]
     cell = lambda m: "<td>—</td>" if m is None else (
         f'<td>{m["value"]:.3f}<br><span class="ci">[{m["ci95"][0]:.2f}, {m["ci95"][1]:.2f}]</span></td>'
         if m["ci95"] else f'<td>{m["value"]:.3f}</td>')
     rows = "".join(f"<tr><th>{esc(c.removeprefix('bfcl.'))}</th>" + "".join(
         cell(r["overall"]["regression"].get(c)) for r in results.values()) + "</tr>" for c in cats)
+    handler = next(iter(results.values())).get("bfcl_handler") or "our parser"
     n = max(m["n"] for m in next(iter(results.values()))["overall"]["regression"].values())
     return ('<section id="transfer"><h2>Transfer: BFCL, tools never trained on</h2><p>Berkeley Function Calling '
-            f"Leaderboard (bfcl-eval's data and AST checker), up to {n} questions per category, greedy; irrelevance: "
-            "no call is right.</p><table><tr><th>category</th>" + "".join(f"<th>{esc(s)}</th>" for s in results)
+            f"Leaderboard (bfcl-eval's data and AST checker), scored as {esc(handler)} scores it, up to {n} "
+            "questions per category, greedy; irrelevance: no call is right.</p><table><tr><th>category</th>" + "".join(f"<th>{esc(s)}</th>" for s in results)
             + f"</tr>{rows}</table></section>")
 
 

@@ -145,6 +145,13 @@ def calls_of(parsed: Parsed) -> list[tuple[str, dict[str, Any]]]:
     return []
 
 
+def served_calls(text: str, names: set[str], max_calls: int) -> list[tuple[str, dict[str, Any]]]:
+    """The calls an OpenAI-compatible server answers as `tool_calls` for this turn: all of them when the turn is
+    nothing but calls to the offered `names`, else none (the text stays text)."""
+    calls = calls_of(parse_turn(text, None, max_calls))
+    return calls if calls and all(name in names for name, _ in calls) else []
+
+
 def message_calls(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """Every tool call an assistant message makes, in order — from its `tool_calls` (arguments as an object or a
     JSON string) or parsed from its text. The one place that reads calls out of a message."""

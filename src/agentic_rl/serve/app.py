@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..config import ConfigError
 from ..policies.hf.sampler import HFPolicy, SampledTurn, TurnRequest
-from ..runtime.parsing import OPEN, ParallelCalls, ToolCall, calls_of, parse_turn
+from ..runtime.parsing import OPEN, served_calls
 from ..runtime.tools import to_json
 from .engine import Engine
 from .protocol import (
@@ -122,12 +122,7 @@ class Gateway:
         """The calls a turn makes, if it is nothing but calls to the request's tools; else none (text stays text)."""
         if not req.tools or req.tool_choice == "none":
             return []
-        parsed = parse_turn(text, None, MAX_CALLS)
-        if not isinstance(parsed, ToolCall | ParallelCalls):
-            return []
-        calls = calls_of(parsed)
-        names = {t["function"]["name"] for t in req.tools}
-        return calls if all(name in names for name, _ in calls) else []
+        return served_calls(text, {t["function"]["name"] for t in req.tools}, MAX_CALLS)
 
     @staticmethod
     def recorded_message(choice: dict[str, Any]) -> dict[str, Any]:
