@@ -68,7 +68,8 @@ def main() -> None:
     start = copy.deepcopy(model.state_dict())
     env = make_env("toolcall")
     pool = env.tasks("train", args.tasks * args.repeats, seed=1)
-    base = dict(env="toolcall", beta=0.04, lr=2e-5, max_new_tokens=args.max_new_tokens, mask_truncated=True)
+    # every sampled row enters the loss (turns cut by the token limit too), so the learner's work is the whole batch's
+    base = dict(env="toolcall", beta=0.04, lr=2e-5, max_new_tokens=args.max_new_tokens, mask_truncated=False)
     cfgs = {path: GRPOConfig(shared_prompt=path, **base) for path in ("group", "batch")}
     rows = []
     s0 = steal()
@@ -88,7 +89,8 @@ def main() -> None:
         prompt = [len(t.ids) - sum(t.mask) for t in used]
         rows.append({"sample_s": round(sample_s, 2), "learner_group_s": round(seconds["group"], 2),
                      "learner_per_row_s": round(seconds["batch"], 2), "trajectories": len(used),
-                     "truncated": sum(t.outcome == "truncated" for t in trajs), "tokens": sum(len(t.ids) for t in used),
+                     "cut_by_tokens": sum(bool(t.info.get("cut_by_tokens")) for t in trajs),
+                     "tokens": sum(len(t.ids) for t in used),
                      "policy_tokens": sum(sum(t.mask) for t in used), "mean_non_policy_tokens": round(
                          sum(prompt) / max(len(prompt), 1), 1)})
         print(json.dumps(rows[-1]), flush=True)

@@ -119,7 +119,7 @@ def offered_functions(entry: dict[str, Any]) -> list[dict[str, Any]]:
     bfcl = _bfcl()
     tools = bfcl.convert_to_tool(copy.deepcopy(entry["function"]), bfcl.GORILLA_TO_OPENAPI,
                                  bfcl.ModelStyle.OPENAI_COMPLETIONS)
-    return [t["function"] if "function" in t else t for t in tools]  # the function inside {"type": "function", …}
+    return [t.get("function", t) for t in tools]  # the function inside {"type": "function", …}
 
 
 def served(text: str, entry: dict[str, Any]) -> list[dict[str, str]] | str:
