@@ -23,7 +23,9 @@ def _same(local, remote, version):
     assert [(t.task_id, t.sample) for t in remote] == [(t.task_id, t.sample) for t in local]
     for a, b in zip(local, remote):
         assert a.ids == b.ids and a.mask == b.mask and a.messages == b.messages and a.reward == b.reward
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-5
+        # the same tokens; their logprobs round differently in a worker's smaller batch on one thread (fp32 matmul
+        # blocking): 1.3e-5 apart on the 2026-12-07 machine, at c71a43d as after it; the trainer's check allows 1e-3
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-4
         assert b.info["weights_version"] == version
 
 

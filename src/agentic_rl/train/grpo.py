@@ -142,11 +142,12 @@ class GRPOConfig(TrainerConfig):
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """At most this many padded tokens (beyond the shared prompt prefix) per forward/backward, trajectories sorted
     by length (None: rows alone decide); see logprobs.micro_batches."""
-    shared_prompt: Literal["group", "batch"] = "group"
-    """What the learner computes once: `group` — each group's prompt (a task's system prompt and request, which its
-    G samples share token for token) once per pass, in the forward and backward of the policy and of the reference
-    model; `batch` — only the prefix the whole batch shares, each row running its own prompt (the per-row path,
-    kept to measure against: benchmarks/grpo_step.py). Same loss and gradients either way."""
+    shared_prompt: Literal["group", "batch"] = "batch"
+    """What the learner computes once: `batch` — the prefix the whole batch shares (an env's common system prompt),
+    each row running the rest of its prompt; `group` — each group's prompt (a task's own system prompt and request,
+    which its G samples share token for token) once per pass, in the forward and backward of the policy and of the
+    reference model: for envs whose prompts differ per task (toolcall's recipe sets it). Same loss and gradients
+    either way (benchmarks/grpo_step.py measures the two)."""
     episode_timeout_s: float | None = Field(None, gt=0)
     """Wall-clock limit of an episode, counted from the start of the sampling round it belongs to and checked after
     each of its turns (None: none). An episode over it ends as `timeout`: an infrastructure failure (a hung tool, a

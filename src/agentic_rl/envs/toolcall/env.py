@@ -98,7 +98,7 @@ class ToolCallEnv(ToolEnv):
     pretrained_run_defaults: ClassVar[dict[str, Any]] = {
         "eval_tasks": 100, "robustness_tasks": 5,
         "sft": {"demos": 1024, "only_successful": True, "max_steps": 48, "max_new_tokens": 176},
-        "grpo": {"max_new_tokens": 176, "beta": 0.04, "mask_truncated": True}}
+        "grpo": {"max_new_tokens": 176, "beta": 0.04, "mask_truncated": True, "shared_prompt": "group"}}
 
     def __init__(self, max_turns: int = 5, fault_rate: float = 0.0, distractors: int = 3,
                  kinds: list[str] | None = None, reward: str = "exact"):
