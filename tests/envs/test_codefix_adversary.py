@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -222,9 +223,10 @@ def test_a_fault_outside_the_agents_reach_stays_an_env_error(monkeypatch):
 WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
-def _state() -> dict[str, object]:
-    """Every file in the host's writable places, and the SysV IPC objects. Left out: this test run's own files
-    (pytest's tmp_path, and the checkout and venv when they live under /tmp, as in a CI clone)."""
+def _state(uids: set[int]) -> dict[str, object]:
+    """What the sandbox uids `uids` own in the host's writable places: files (any depth) and SysV IPC objects.
+    Other processes on the machine may write there as they like: only what this test's episodes could make counts.
+    Left out: this test run's own files (pytest's tmp_path, and the checkout and venv when they live under /tmp)."""
     own = (str(CHECKOUT), sys.prefix)
     files = {}
     for top in WRITABLE:
@@ -237,22 +239,34 @@ def _state() -> dict[str, object]:
                     st = os.lstat(p)
                 except OSError:
                     continue
-                files[p] = (st.st_size, st.st_mtime_ns)
-    ipc = {k: Path(f"/proc/sysvipc/{k}").read_text().splitlines()[1:] for k in ("shm", "msg", "sem")}
+                if st.st_uid in uids or st.st_gid in uids:
+                    files[p] = (st.st_size, st.st_mtime_ns)
+    ipc = {}
+    for kind in ("shm", "msg", "sem"):
+        head, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        cols = [head.split().index(c) for c in ("uid", "gid", "cuid", "cgid")]
+        ipc[kind] = [r for r in rows if any(int(r.split()[c]) in uids for c in cols)]
     return {"files": files, "ipc": ipc}
 
 
 @isolated
-def test_nothing_survives_hostile_episodes(env_and_task):
+def test_nothing_survives_hostile_episodes(env_and_task, tmp_path, monkeypatch):
+    """No file, IPC object or process of this process's sandbox uids outlives the episodes, and the trusted side
+    leaves nothing in its temp directory (a private one here, so other jobs' files in /tmp do not count)."""
     env, task = env_and_task
-    before = _state()
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.setenv("TMPDIR", str(private))
+    uids = {200_000 + (os.getpid() % 10_000) * 100 + i for i in range(100)}  # this process's sandbox uids
+    before = _state(uids)
     for exploit in ("persist_state", "huge_workspace", "fifo_hang", "socket_file"):
         probe_task(env, task, exploit)
-    uids = [200_000 + (os.getpid() % 10_000) * 100 + i for i in range(100)]  # this process's sandbox uids
-    after = _state()
+    after = _state(uids)
     assert after["ipc"] == before["ipc"]
     new = {p: v for p, v in after["files"].items() if before["files"].get(p) != v}
     assert new == {}
+    assert sorted(private.iterdir()) == []
     assert not any(live_processes(uid) for uid in uids)
 
 

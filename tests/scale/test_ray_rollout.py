@@ -5,6 +5,7 @@ model as a local run."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -117,6 +118,21 @@ def test_a_hung_worker_is_taken_for_lost(trained_dir, tmp_path):
         got = workers.run(tasks, 2, seed=7)
         events = workers.take_events()
     assert len(events) == 1 and "worker 0 lost" in events[0] and "TimeoutError" in events[0]
+    _same(local, got, 0)
+
+
+def test_a_slow_worker_is_not_taken_for_hung(trained_dir):
+    """Each env call sleeps 6 s, so a share takes ≥ 12 s, past hang_s = 9 — but the model runs between the calls."""
+    env = "tests.scale.dying_env:DyingEnv"
+    tasks = make_env("tool_use").tasks("eval", 2, seed=1)
+    local = run_episodes(lambda: make_env("tool_use"), tasks, HFPolicy(trained_dir, SamplingConfig(1.0, 32)),
+                         group_size=1, seed=7)
+    with RayRollout(env, {"slow_s": 6.0}, str(trained_dir), 1.0, 32, workers=2, retries=0, hang_s=9) as workers:
+        started = time.monotonic()
+        got = workers.run(tasks, 1, seed=7)
+        took = time.monotonic() - started
+        events = workers.take_events()
+    assert took > 12 and events == []
     _same(local, got, 0)
 
 

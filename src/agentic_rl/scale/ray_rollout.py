@@ -8,8 +8,9 @@ to Ray's object store and every actor loads them — with LoRA, the adapter alon
 with an adapter of the same shape; each trajectory records the weights version it was sampled with, and an actor
 refuses to sample with another version than the one asked for.
 
-A worker that dies mid-step (or hangs past `hang_s`) loses no run: it is replaced by a new actor with the current
-weights, its share is sampled again, and past `retries` its episodes come back as infrastructure failures
+A worker that dies mid-step, or hangs — no forward pass of its model for `hang_s` seconds while it has work (a
+slow worker on a loaded machine still makes them; the actors answer that count on a thread of their own, and the
+clock starts once an actor is up) — loses no run: it is replaced by a new actor with the current weights, its share is sampled again, and past `retries` its episodes come back as infrastructure failures
 (`outcome="env_error"`, left out of the loss like any env crash); each event is kept in `events` for the step's
 metrics. `RAY_ADDRESS` (or `rollout.ray_address`) joins an existing cluster; otherwise a local one is started and
 shut down with the run. Ray is an extra (`pip install -e '.[ray]'`), imported only here.
@@ -18,6 +19,7 @@ shut down with the run. Ray is an extra (`pip install -e '.[ray]'`), imported on
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +31,8 @@ from ..runtime.trajectory import Trajectory
 # Several torch processes on one machine: each samples on its own threads, and OpenMP threads that wait do not spin
 # (spinning threads slow every other process's work: issue 42).
 WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
+# How long an actor may take to come up (import torch, load the model) on a loaded machine before the run stops.
+START_S = 600.0
 
 
 class RolloutWorker:
@@ -57,9 +61,19 @@ class RolloutWorker:
             add_adapter(self.policy.model, LoRASettings(**lora))
         self.lora = lora is not None
         self.version = 0
+        self.pulse = 0  # forward passes, runs and loads so far: a worker whose pulse stops is hung
+        self.policy.model.register_forward_hook(self._beat)
+
+    def _beat(self, *_: object) -> None:
+        self.pulse += 1
+
+    def heartbeat(self) -> int:
+        """The pulse, answered on the actor's "beat" thread while `run` works on the default one."""
+        return self.pulse
 
     def load(self, version: int, state: dict[str, torch.Tensor]) -> int:
         """Take the learner's weights of `version`: all of them, or with LoRA its adapter's."""
+        self._beat()
         missing, unexpected = self.policy.model.load_state_dict(state, strict=not self.lora)
         if unexpected or (self.lora and any(".lora_" in k for k in missing)):
             raise RuntimeError(f"the published weights do not fit this worker's model: unexpected {unexpected[:3]}, "
@@ -71,6 +85,7 @@ class RolloutWorker:
             episode_timeout_s: float | None) -> list[Trajectory]:
         from ..runtime.rollout import run_episodes
 
+        self._beat()
         if version != self.version:
             raise RuntimeError(f"asked to sample with weights version {version}, but this worker holds {self.version}")
         self.policy.model.eval()
@@ -131,11 +146,13 @@ class RayRollout:
                 raise ConnectionError(f"cannot join the Ray cluster at {address}.{hint} ({type(e).__name__}: "
                                       f"{str(e).splitlines()[0]})") from e
         threads = max(1, (os.cpu_count() or 1) // workers)
-        actor = ray.remote(num_cpus=1, max_restarts=0)(RolloutWorker)
+        # `run` and `load` take turns on the default thread; `heartbeat` answers on a thread of its own
+        actor = ray.remote(num_cpus=1, max_restarts=0, concurrency_groups={"beat": 1})(RolloutWorker)
         self._new_actor = lambda: actor.remote(env, env_args, model_dir, temperature, max_new_tokens, threads, lora,
                                                agent)
         self.lora = lora is not None
         self.actors = [self._new_actor() for _ in range(workers)]
+        self._wait_up(self.actors)
         self.retries, self.hang_s = retries, hang_s
         self.version, self._state = 0, None
         self.events: list[str] = []  # lost workers since the caller last took them (`take_events`)
@@ -172,14 +189,15 @@ class RayRollout:
         """The trajectories of a `submit`, in task order; lost workers replaced and their shares sampled again."""
         shares, (group_size, seed, episode_timeout_s), pending = batch["shares"], batch["args"], batch["pending"]
         done: dict[int, list[Trajectory]] = {}
+        clock = {ref: (-1, time.monotonic()) for ref in pending}  # per call out: (pulse seen, when it last moved)
         while pending:
-            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.hang_s)
-            lost = ready or list(pending)  # nothing ready within hang_s: every worker still out is hung
-            for ref in lost:
+            poll = None if self.hang_s is None else min(1.0, self.hang_s / 4)
+            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=poll)
+            for ref in ready or self._hung(pending, clock):
                 k, tries = pending.pop(ref)
                 try:
                     if not ready:
-                        raise TimeoutError(f"no reply within {self.hang_s:g} s")
+                        raise TimeoutError(f"no forward pass within {self.hang_s:g} s")
                     done[k] = self.ray.get(ref)
                     continue
                 except self.ray.exceptions.RayTaskError:
@@ -190,15 +208,41 @@ class RayRollout:
                 if tries < self.retries:  # again, by the new actor, with the weights it was given
                     again = self.actors[k].run.remote(shares[k], group_size, seed, self.version, episode_timeout_s)
                     pending[again] = (k, tries + 1)
+                    clock[again] = (-1, time.monotonic())
                 else:
                     done[k] = [_lost(t, j, self.version) for t in shares[k] for j in range(group_size)]
         return [t for k in sorted(done) for t in done[k]]
+
+    def _hung(self, pending: dict[Any, tuple[int, int]], clock: dict[Any, tuple[int, float]]) -> list[Any]:
+        """The calls out whose actor's pulse has not moved for `hang_s` (an actor that cannot answer has not)."""
+        asks = {self.actors[k].heartbeat.options(concurrency_group="beat").remote(): ref
+                for ref, (k, _) in pending.items()}
+        answered, _ = self.ray.wait(list(asks), num_returns=len(asks), timeout=min(1.0, self.hang_s / 4))
+        now = time.monotonic()
+        for ask in answered:
+            try:
+                pulse = self.ray.get(ask)
+            except self.ray.exceptions.RayActorError:
+                continue  # dead: its call out fails on its own
+            ref = asks[ask]
+            if pulse != clock[ref][0]:
+                clock[ref] = (pulse, now)
+        return [ref for ref in pending if now - clock[ref][1] > self.hang_s]
+
+    def _wait_up(self, actors: list[Any]) -> None:
+        """Until every actor has built its policy: start-up is not sampling, and load cannot be allowed to eat
+        `hang_s`; one that fails to start stops the run with its reason."""
+        try:
+            self.ray.get([a.heartbeat.options(concurrency_group="beat").remote() for a in actors], timeout=START_S)
+        except self.ray.exceptions.GetTimeoutError as e:
+            raise TimeoutError(f"Ray rollout workers did not start within {START_S:g} s") from e
 
     def _replace(self, k: int, event: str) -> None:
         """A new actor in place of actor k, holding the current weights."""
         self.events.append(event)
         self.ray.kill(self.actors[k])
         self.actors[k] = self._new_actor()
+        self._wait_up([self.actors[k]])
         if self._state is not None:
             self.ray.get(self.actors[k].load.remote(self.version, self._state))
 

@@ -66,7 +66,8 @@ class RolloutSettings(Config):
     """With backend=ray: how often a lost worker's share of a step is sampled again (by a new worker) before its
     episodes count as infrastructure failures."""
     worker_timeout_s: float | None = Field(None, gt=0)
-    """With backend=ray: a worker that returns nothing for this long is taken for hung and replaced (None: never)."""
+    """With backend=ray: a worker with work out whose model runs no forward pass for this long (an env or tool stuck)
+    is taken for hung and replaced (None: never); a slow worker still makes them, and start-up does not count."""
     overlap: int = Field(0, ge=0, le=1)
     """With backend=ray: 1 samples step k+1 while the learner trains on step k (one step off-policy, as verl's and
     prime-rl's async modes): the workers sample with the weights one update old, and the loss's ratio is taken
