@@ -25,7 +25,8 @@ import torch
 from agentic_rl.envs import make_env
 from agentic_rl.policies import HFPolicy, SamplingConfig
 from agentic_rl.runtime.rollout import run_episodes
-from agentic_rl.train.grpo import GRPOConfig, _token_advantages, in_groups, learner_plan, loss_backward
+from agentic_rl.train.grpo import GRPOConfig, _token_advantages, in_groups
+from agentic_rl.train.learner import learner_plan, loss_backward
 
 
 def steal() -> tuple[int, int]:

@@ -8,7 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from agentic_rl.runtime.trajectory import Trajectory
-from agentic_rl.train.grpo import GRPOConfig, learner_plan, loss_backward
+from agentic_rl.train.grpo import GRPOConfig
+from agentic_rl.train.learner import learner_plan, loss_backward
 
 
 def _batch(vocab: int, tasks: int = 4, group: int = 3, seed: int = 0) -> tuple[list[Trajectory], list[torch.Tensor]]:

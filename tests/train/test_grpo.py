@@ -73,7 +73,7 @@ def test_cli_reports_a_stopped_run_with_its_advice(trained_dir, tmp_path):
 
 def test_observation_tokens_receive_no_gradient(trained_dir, env, monkeypatch):
     """The trainer's loss touches only the policy's tokens: its gradient w.r.t. every other position's logprob is 0."""
-    import agentic_rl.train.grpo as grpo_mod
+    import agentic_rl.train.learner as learner_mod
     from agentic_rl.train.logprobs import sequence_logprobs
 
     policy = HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=40))
@@ -88,11 +88,11 @@ def test_observation_tokens_receive_no_gradient(trained_dir, env, monkeypatch):
         leaves.append(leaf)
         return leaf, ent.detach()
 
-    monkeypatch.setattr(grpo_mod, "sequence_logprobs", full_logprobs)
+    monkeypatch.setattr(learner_mod, "sequence_logprobs", full_logprobs)
     adv = [torch.ones(len(t.ids)) * (1 if i % 2 else -1) for i, t in enumerate(trajs)]
     stats = {"loss": 0.0, "clip_frac": 0.0, "kl_old": 0.0, "entropy": 0.0, "kl_ref": 0.0}
     cfg = GRPOConfig(policy=str(trained_dir))
-    grpo_mod._micro_step(policy.model, None, trajs, adv, cfg, len(trajs), sum(sum(t.mask) for t in trajs), stats)
+    learner_mod.micro_step(policy.model, None, trajs, adv, cfg, len(trajs), sum(sum(t.mask) for t in trajs), stats)
     (leaf,) = leaves
     for b, t in enumerate(trajs):
         mask = torch.tensor(t.mask, dtype=torch.bool)

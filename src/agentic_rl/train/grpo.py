@@ -12,7 +12,6 @@ import math
 import random
 import shutil
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,8 +31,9 @@ from .agent import AgentEpisodes, episodes_of, load_agent, read_tasks_file
 from .checkpoint import load_trainer_state, save_checkpoint, save_model_dir
 from .config import TrainerConfig
 from .distributed import DataParallel, launched_by_torchrun
-from .grpo_math import advantages, batch_loss, clipped_surrogate, kl_k3, kl_k3_ratio, turn_advantages
-from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
+from .grpo_math import advantages, turn_advantages
+from .learner import learner_plan, loss_backward
+from .logprobs import sequence_logprobs
 from .lora import Trainee
 from .rundir import prepare_run_dir
 from .tracking import Reporter
@@ -426,72 +426,6 @@ def _train_grpo(cfg: GRPOConfig, out: Path, resume: bool, dp: DataParallel) -> d
             server.close()
         if workers is not None:
             workers.close()
-
-
-def learner_plan(trajs: list[Trajectory], rows: list[int], cfg: GRPOConfig) -> list[list[list[int]]]:
-    """The rows (`rows[i]` is `trajs[i]`'s index in the batch) as parts, each a list of micro-batches whose common
-    prompt prefix runs once (a SharedPrefix): with `shared_prompt=group` one part per task — its G samples share the
-    task's prompt token for token — else one part for the whole batch, sharing only what every row shares."""
-    if cfg.shared_prompt == "group":
-        by_task: dict[str, list[int]] = {}
-        for i, t in enumerate(trajs):
-            by_task.setdefault(t.task_id, []).append(i)
-        parts = list(by_task.values())
-    else:
-        parts = [list(range(len(trajs)))] if trajs else []
-    return [[[rows[part[j]] for j in mb] for mb in micro_batches([trajs[i].ids for i in part], cfg.micro_batch_size,
-                                                                  cfg.micro_batch_tokens)] for part in parts]
-
-
-def loss_backward(model: Any, ref: Any, used: list[Trajectory], adv_tok: list[torch.Tensor],
-                  plan: list[list[list[int]]], cfg: GRPOConfig, n_tokens: int, stats: dict[str, float]) -> None:
-    """One pass of the loss over the rows of `plan` (learner_plan), its gradients added to the model's: each part's
-    common prompt runs once (forward and backward), then its micro-batches."""
-    device = next(model.parameters()).device
-    for part in plan:
-        with autocast(cfg.precision, device):
-            shared = SharedPrefix(model, [used[i].ids for rows in part for i in rows])
-        for rows in part:
-            _micro_step(model, ref, [used[i] for i in rows], [adv_tok[i] for i in rows], cfg, len(used), n_tokens,
-                        stats, shared)
-        shared.backward()
-
-
-def _micro_step(model: Any, ref: Any, micro: list[Trajectory], adv: list[torch.Tensor], cfg: GRPOConfig,
-                n_seqs: int, n_tokens: int, stats: dict[str, float], shared: SharedPrefix | None = None) -> None:
-    """Forward, loss and backward for one micro-batch; the loss is scaled so micro-batches sum to the batch loss.
-
-    With `shared`, the batch's common prefix is not run again here; the caller calls `shared.backward()`."""
-    ids, masks = [t.ids for t in micro], [t.mask for t in micro]
-    device = next(model.parameters()).device
-    with autocast(cfg.precision, device):
-        logp, entropy = sequence_logprobs(model, ids, cfg.temperature, with_entropy=True, masks=masks,
-                                          prefix=shared)  # (B, T)
-    B, T = logp.shape
-    mask = torch.zeros(B, T)
-    old = torch.zeros(B, T)
-    A = torch.zeros(B, T)
-    for b, t in enumerate(micro):
-        mask[b, : len(t.mask)] = torch.tensor(t.mask, dtype=torch.float32)
-        old[b, : len(t.logprobs)] = torch.tensor(t.logprobs)
-        A[b, : len(t.mask)] = adv[b]
-    mask, old, A = mask.to(device), old.to(device), A.to(device)
-    per_tok, clipped = clipped_surrogate(logp, old, A, cfg.epsilon_low, cfg.epsilon_high)  # (B, T)
-    if ref is not None:
-        with torch.no_grad(), (ref.reference() if isinstance(ref, Trainee) else nullcontext()), \
-                autocast(cfg.precision, device):
-            ref_logp, _ = sequence_logprobs(model if isinstance(ref, Trainee) else ref, ids, cfg.temperature,
-                                            masks=masks)
-        kl = kl_k3(logp, ref_logp) if cfg.kl_estimator == "k3" else kl_k3_ratio(logp, ref_logp, old)
-        per_tok = per_tok + cfg.beta * kl
-        stats["kl_ref"] += float((kl.detach() * mask).sum())
-    loss = batch_loss(per_tok, mask, cfg.loss_agg, n_seqs, n_tokens, cfg.max_new_tokens)
-    loss.backward()
-    with torch.no_grad():
-        stats["loss"] += loss.item()
-        stats["clip_frac"] += float((clipped.float() * mask).sum())
-        stats["kl_old"] += float((kl_k3(logp, old) * mask).sum())
-        stats["entropy"] += float((entropy * mask).sum())
 
 
 def _local_gateway(policy: HFPolicy) -> Any:
