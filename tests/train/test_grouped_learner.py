@@ -66,6 +66,7 @@ def test_grouped_prompts_give_the_per_row_loss_and_gradients(which, tiny_dir):
     plan_g, stats_g, grads_g = _grads(model, ref, trajs, adv, GRPOConfig(shared_prompt="group", **base))
     plan_b, stats_b, grads_b = _grads(model, ref, trajs, adv, GRPOConfig(shared_prompt="batch", **base))
     assert len(plan_g) == 4 and all(len({trajs[i].task_id for mb in part for i in mb}) == 1 for part in plan_g)
+    assert any(len(part) > 1 for part in plan_g)  # a part cut to pad little: its prompt still runs once for all
     assert len(plan_b) == 1 and any(len({trajs[i].task_id for i in mb}) > 1 for mb in plan_b[0])  # rows mixed
     for key in stats_g:
         assert stats_g[key] == pytest.approx(stats_b[key], rel=1e-7, abs=1e-12), key

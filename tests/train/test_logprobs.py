@@ -66,6 +66,19 @@ def test_micro_batches_sort_by_length_and_keep_both_limits():
         micro_batches(seqs, max_rows=0)
 
 
+def test_micro_batches_bound_their_padding_when_asked():
+    """A task's samples (a one-turn answer beside long recoveries): at most a quarter of a micro-batch is padding."""
+    prefix = [1, 2, 3] * 20
+    lengths = [300, 11, 106, 174, 290]
+    seqs = [prefix + [7 + i] * n for i, n in enumerate(lengths)]
+    groups = micro_batches(seqs, max_rows=16, max_tokens=2048, max_pad=0.25)
+    assert [[lengths[i] for i in g] for g in groups] == [[11], [106, 174], [290, 300]]
+    for g in groups:
+        padded = len(g) * max(lengths[i] for i in g)
+        assert padded - sum(lengths[i] for i in g) <= 0.25 * padded
+    assert len(micro_batches(seqs, max_rows=16, max_tokens=2048)) == 1  # without it: one micro-batch, 41 % padding
+
+
 def test_micro_batched_gradient_equals_one_batch(tiny_dir):
     """Accumulating over length-sorted micro-batches is the same sum as one forward over every row."""
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float64)

@@ -27,7 +27,8 @@ def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int | None = None) -> list[list[int]]:
+def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int | None = None,
+                  max_pad: float | None = None) -> list[list[int]]:
     """Row indices of `seqs` grouped into micro-batches for `sequence_logprobs`, shortest rows first.
 
     A micro-batch is padded to its longest row, and episodes differ a lot in length (a one-turn answer vs a four-turn
@@ -36,7 +37,10 @@ def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int 
     micro-batch holds at most `max_rows` rows and, with `max_tokens`, at most that many padded positions beyond the
     prefix every row shares (which `sequence_logprobs` runs once per micro-batch): many short rows go together, long
     rows in smaller groups (verl's dynamic batch size does the same). A row longer than the budget gets a micro-batch of
-    its own. The sort is stable, so the grouping is a function of the lengths alone (resumed runs see the same).
+    its own. With `max_pad`, a micro-batch also closes before padding would exceed that share of its positions
+    beyond the shared prefix: a task's G samples (a one-turn answer beside a four-turn recovery) are too few to sort
+    into neighbours, so without it their padding can double the work. The sort is stable, so the grouping is a
+    function of the lengths alone (resumed runs see the same).
     """
     if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
         raise ValueError(f"micro-batch limits must be ≥ 1, got max_rows={max_rows}, max_tokens={max_tokens}")
@@ -45,12 +49,16 @@ def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int 
     shared = common_prefix_len(seqs)
     out: list[list[int]] = []
     cur: list[int] = []
+    real = 0  # positions of the rows in `cur` beyond the shared prefix
     for i in sorted(range(len(seqs)), key=lambda i: len(seqs[i])):
         rows, longest = len(cur) + 1, len(seqs[i]) - shared  # sorted: row i is the longest so far
-        if cur and (rows > max_rows or (max_tokens is not None and rows * longest > max_tokens)):
+        padded = rows * longest
+        if cur and (rows > max_rows or (max_tokens is not None and padded > max_tokens)
+                    or (max_pad is not None and padded - real - longest > max_pad * padded)):
             out.append(cur)
-            cur = []
+            cur, real = [], 0
         cur.append(i)
+        real += longest
     return out + [cur]
 
 
