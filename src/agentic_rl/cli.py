@@ -485,7 +485,11 @@ def serve(policy: str = typer.Option(..., help="A model directory, preset (smoll
           model_name: str | None = typer.Option(None, help="The name clients send as `model` (default: the "
                                                            "policy directory's name)."),
           max_tokens: int | None = typer.Option(None, help="Tokens per reply when a request gives no max_tokens."),
-          device: str = typer.Option("auto", help="auto, cpu or cuda.")) -> None:
+          device: str = typer.Option("auto", help="auto, cpu or cuda."),
+          allow_host: list[str] = typer.Option([], "--allow-host",
+                                               help="A Host / Origin name to accept besides the loopback ones and "
+                                                    "--host (repeatable; '*' any). Others get 403: a web page, "
+                                                    "even after a DNS rebind, cannot use the server.")) -> None:
     """Serve a policy behind an OpenAI-compatible API (/v1/chat/completions, tools, streaming) and record the
     requests made under /rollouts/{id}/v1 token for token, for training an agent written against the OpenAI API."""
     from .config import ConfigError
@@ -493,7 +497,7 @@ def serve(policy: str = typer.Option(..., help="A model directory, preset (smoll
 
     try:
         run_server(policy, host=host, port=port, api_key=api_key, model_name=model_name, max_tokens=max_tokens,
-                   device=device)
+                   device=device, allow_hosts=tuple(allow_host))
     except (ConfigError, ImportError) as err:
         _fail(str(err))
 

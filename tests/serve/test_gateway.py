@@ -242,7 +242,7 @@ def test_an_api_key_is_required_beyond_loopback_and_enforced(trained_dir):
 
     gateway = Gateway(HFPolicy(trained_dir), model_name=MODEL, api_key="secret")
     try:
-        client = TestClient(create_app(gateway))
+        client = TestClient(create_app(gateway), base_url="http://localhost")
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models", headers={"Authorization": "Bearer secret"}).status_code == 200
     finally:

@@ -9,16 +9,19 @@ from typing import Any
 
 
 def serve(policy: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-          model_name: str | None = None, max_tokens: int | None = None, device: str = "auto") -> None:
-    """Load the policy and serve it until interrupted."""
-    from .app import check_binding
+          model_name: str | None = None, max_tokens: int | None = None, device: str = "auto",
+          allow_hosts: tuple[str, ...] = ()) -> None:
+    """Load the policy and serve it until interrupted. allow_hosts: Host / Origin names accepted beside the
+    loopback ones and the bound address ("*": any)."""
+    from .app import allowed_hosts, check_binding
 
     check_binding(host, api_key)
     try:
         import uvicorn
     except ImportError as e:
         raise ImportError("agentic-rl serve needs the serve extra: pip install -e '.[serve]'") from e
-    uvicorn.run(build_app(policy, api_key=api_key, model_name=model_name, max_tokens=max_tokens, device=device),
+    uvicorn.run(build_app(policy, api_key=api_key, model_name=model_name, max_tokens=max_tokens, device=device,
+                          allowed_hosts=allowed_hosts(host, tuple(allow_hosts))),
                 host=host, port=port, log_level="warning")
 
 

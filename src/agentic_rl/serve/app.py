@@ -9,22 +9,30 @@ Routes (FastAPI):
   DELETE /rollouts/{rollout_id}                      the record, handed over: the rollout is closed and forgotten
   POST /rollouts/{rollout_id}/reward                 {"reward": float, "info": {...}} closes it
 Errors are OpenAI's error JSON with the right status; with an API key set, every route needs
-`Authorization: Bearer KEY` (binding beyond loopback requires one: `serve`).
+`Authorization: Bearer KEY` (binding beyond loopback requires one: `serve`). A web page must not drive the gateway:
+a POST must say `Content-Type: application/json` (a cross-site form or text/plain POST is refused, so a browser
+sends none without a CORS preflight, which this server never grants), and the Host and any Origin header must name
+an allowed host — by default the loopback names, so a DNS-rebound page is refused too (docs/serving.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import ipaddress
 import json
+import logging
 import math
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..config import ConfigError
@@ -46,14 +54,19 @@ from .protocol import (
 from .records import Rollout, Segment, continue_ids, extends, request_key
 
 MAX_CALLS = 64  # parallel calls parsed from one turn
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+log = logging.getLogger("agentic_rl.serve")
 
 
 class Gateway:
     """The state behind the routes: the engine, the served name, and the rollout records."""
 
     def __init__(self, policy: HFPolicy, model_name: str | None = None, max_tokens: int | None = None,
-                 api_key: str | None = None, engine: Engine | None = None):
+                 api_key: str | None = None, engine: Engine | None = None,
+                 allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES):
+        """allowed_hosts: the names a request's Host and Origin may give ("*": any)."""
         self.policy, self.renderer, self.api_key = policy, policy.renderer, api_key
+        self.allowed_hosts = tuple(h.lower().strip("[]") for h in allowed_hosts)
         self.model_name = model_name or policy.path.name
         self.max_tokens = max_tokens or policy.sampling.max_new_tokens
         self.max_context = policy.sampling.max_context or int(
@@ -66,6 +79,26 @@ class Gateway:
         # recorded logprobs are the distribution the loss computes
         self.record_temperature: float | None = None
         self.created = int(time.time())
+
+    def refuses(self, method: str, headers: Headers) -> ApiError | None:
+        """Why a request that could come from a web page is refused, or None: a foreign Host or Origin, or a POST
+        that is not JSON."""
+        if "*" not in self.allowed_hosts:
+            host = _hostname(headers.get("host", ""))
+            if host not in self.allowed_hosts:
+                return ApiError(403, f"Host {headers.get('host', '')!r} is not served here (allowed: "
+                                     f"{', '.join(self.allowed_hosts)}; `serve --allow-host NAME` adds one)",
+                                code="host_not_allowed", kind="permission_error")
+            origin = headers.get("origin")
+            if origin is not None and _hostname(urlsplit(origin).netloc) not in self.allowed_hosts:
+                return ApiError(403, f"Origin {origin[:100]!r} is not allowed: a web page may not use this server",
+                                code="origin_not_allowed", kind="permission_error")
+        if method == "POST":
+            kind = headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                return ApiError(415, f"Content-Type must be application/json, got {kind[:100] or 'none'!r}",
+                                code="unsupported_media_type")
+        return None
 
     def take(self, rollout_id: str) -> Rollout | None:
         """Close a rollout and hand its record over (None if the agent never called the model under it)."""
@@ -151,15 +184,20 @@ def create_app(gateway: Gateway) -> FastAPI:
         return JSONResponse(ApiError(e.status_code, str(e.detail), kind=kind).body(), status_code=e.status_code)
 
     @app.exception_handler(Exception)
-    async def server_error(_: Request, e: Exception) -> JSONResponse:  # never a traceback to the client
-        return JSONResponse(ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body(),
-                            status_code=500)
+    async def server_error(_: Request, e: Exception) -> JSONResponse:  # never internals to the client
+        ref = uuid.uuid4().hex[:12]
+        log.error("internal error %s", ref, exc_info=e)
+        return JSONResponse(ApiError(500, f"internal error (reference {ref}: the server's log has it)",
+                                     kind="server_error").body(), status_code=500)
 
     @app.middleware("http")
     async def auth(request: Request, call_next: Any) -> Any:
+        refused = gateway.refuses(request.method, request.headers)
+        if refused is not None:
+            return JSONResponse(refused.body(), status_code=refused.status)
         if gateway.api_key is not None:
-            given = request.headers.get("authorization", "")
-            if given != f"Bearer {gateway.api_key}":
+            given = request.headers.get("authorization", "").encode("utf-8", "surrogateescape")
+            if not hmac.compare_digest(given, f"Bearer {gateway.api_key}".encode("utf-8", "surrogateescape")):
                 return JSONResponse(ApiError(401, "missing or wrong API key: send Authorization: Bearer KEY",
                                              code="invalid_api_key", kind="authentication_error").body(),
                                     status_code=401)
@@ -378,6 +416,22 @@ async def _replay(reply: dict[str, Any], stream: bool, include_usage: bool) -> A
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
+def _hostname(netloc: str) -> str:
+    """The host of a Host header or an origin's netloc, lower-case, without port or brackets."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        return netloc[1:netloc.find("]")] if "]" in netloc else netloc
+    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+
+
+def allowed_hosts(host: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The Host / Origin names a server bound to `host` accepts: bound to loopback, the loopback names (a page after
+    a DNS rebind names its own); bound beyond it, any (the API key it must have guards it) unless `extra` names them."""
+    if extra:
+        return (*LOOPBACK_NAMES, host, *extra)
+    return (*LOOPBACK_NAMES, host) if is_loopback(host) else ("*",)
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -394,4 +448,4 @@ def check_binding(host: str, api_key: str | None) -> None:
                           "Authorization: Bearer KEY), or bind 127.0.0.1")
 
 
-__all__ = ["Gateway", "check_binding", "create_app", "usage"]
+__all__ = ["Gateway", "allowed_hosts", "check_binding", "create_app", "usage"]

@@ -9,6 +9,7 @@ message as the envs put theirs (`tools_system_prompt`), so a model trained here 
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,6 +20,10 @@ from ..runtime.tools import to_json, tools_system_prompt
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_N = 32
 MAX_STOP = 4
+MAX_STOP_CHARS = 256  # a stop string is looked for in the turn's tail of tokens (sampler.py): long ones cost each step
+SEED_RANGE = (-(2**63), 2**63 - 1)  # a 64-bit seed, as OpenAI's API and vLLM take it
+MAX_DEPTH = 32  # nesting of a tool call's arguments: deeper ones are refused, not recursed into
+MAX_BODY_DEPTH = 64  # nesting of a whole request (tool schemas nest three levels per object)
 
 
 class ApiError(Exception):
@@ -66,10 +71,13 @@ class ChatRequest:
 def parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise ApiError(400, f"the request body is not valid JSON ({e})", code="invalid_json") from None
+    except (ValueError, RecursionError) as e:  # ValueError: bad JSON, bad UTF-8, an integer past Python's digit limit
+        why = str(e) if isinstance(e, ValueError) else "nested too deeply"
+        raise ApiError(400, f"the request body is not valid JSON ({why[:200]})", code="invalid_json") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    if _depth(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH:
+        raise ApiError(400, f"the request body nests more than {MAX_BODY_DEPTH} levels deep", code="invalid_json")
     return body
 
 
@@ -79,6 +87,8 @@ def _number(body: dict[str, Any], key: str, default: float, low: float, high: fl
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise bad(key, f"must be a number, got {type(v).__name__}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise bad(key, f"must be a finite number in [{low}, {high}], got {v}")
     if v > high or v < low or (low_open and v == low):
         raise bad(key, f"must be in {'(' if low_open else '['}{low}, {high}], got {v}")
     return float(v)
@@ -91,7 +101,8 @@ def _int(body: dict[str, Any], key: str, low: int, high: int | None = None) -> i
     if isinstance(v, bool) or not isinstance(v, int):
         raise bad(key, f"must be an integer, got {type(v).__name__}")
     if v < low or (high is not None and v > high):
-        raise bad(key, f"must be {'≥ ' + str(low) if high is None else f'in [{low}, {high}]'}, got {v}")
+        shown = v if abs(v) < 10**30 else f"an integer of {len(str(abs(v)))} digits"
+        raise bad(key, f"must be {'≥ ' + str(low) if high is None else f'in [{low}, {high}]'}, got {shown}")
     return v
 
 
@@ -122,9 +133,9 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         stops = tuple(stop)
     else:
         raise bad("stop", f"must be a non-empty string or a list of at most {MAX_STOP} of them")
-    seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise bad("seed", f"must be an integer, got {type(seed).__name__}")
+    if any(len(s) > MAX_STOP_CHARS for s in stops):
+        raise bad("stop", f"a stop string may be at most {MAX_STOP_CHARS} characters")
+    seed = _int(body, "seed", *SEED_RANGE)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad("stream_options", "must be an object such as {\"include_usage\": true}")
@@ -144,15 +155,24 @@ def _text(content: Any, where: str, allow_none: bool) -> str | None:
     if content is None and allow_none:
         return None
     if isinstance(content, str):
-        return content
+        return _encodable(content, where)
     if isinstance(content, list):
         parts = []
         for i, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise bad(f"{where}[{i}]", "only text parts ({\"type\": \"text\", \"text\": ...}) are served")
             parts.append(part["text"])
-        return "".join(parts)
+        return _encodable("".join(parts), where)
     raise bad(where, f"must be a string or a list of text parts, got {type(content).__name__}")
+
+
+def _encodable(text: str, where: str) -> str:
+    """Text the tokenizer can take: JSON's \\ud800 escapes decode to lone surrogates, which UTF-8 cannot hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad(where, "holds a lone surrogate (an unpaired \\ud800–\\udfff escape): not text") from None
+    return text
 
 
 def _messages(messages: Any) -> list[dict[str, Any]]:
@@ -170,6 +190,9 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
             msg: dict[str, Any] = {"role": "assistant",
                                    "content": _text(m.get("content"), f"{where}.content", allow_none=True) or ""}
             calls = m.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise bad(f"{where}.tool_calls", "must be a list of {\"id\": ..., \"type\": \"function\", "
+                                                 "\"function\": {\"name\": ..., \"arguments\": ...}}")
             if calls:
                 msg["tool_calls"] = [_call(c, f"{where}.tool_calls[{k}]") for k, c in enumerate(calls)]
             out.append(msg)
@@ -192,11 +215,26 @@ def _call(c: Any, where: str) -> dict[str, Any]:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise bad(f"{where}.function.arguments", "must be a JSON object (as a string)") from None
     if not isinstance(args, dict):
         raise bad(f"{where}.function.arguments", "must be a JSON object (as a string)")
+    if _depth(args) > MAX_DEPTH:
+        raise bad(f"{where}.function.arguments", f"nested more than {MAX_DEPTH} levels deep")
     return {"id": c.get("id"), "type": "function", "function": {"name": fn["name"], "arguments": args}}
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply a JSON value nests, counted up to limit + 1 (without recursion: a hostile value may nest
+    thousands deep)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= limit:
+                todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def _tools(tools: Any) -> list[dict[str, Any]] | None:
@@ -227,7 +265,8 @@ def _tool_choice(choice: Any, tools: list[dict[str, Any]] | None) -> str | dict[
         if choice == "required" and not tools:
             raise bad("tool_choice", "'required' needs tools")
         return choice
-    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    fn = choice.get("function") if isinstance(choice, dict) else None
+    name = fn.get("name") if isinstance(fn, dict) else None
     if not isinstance(name, str):
         raise bad("tool_choice", "must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": "
                                  "{\"name\": ...}}")

@@ -16,6 +16,7 @@ next request does not extend it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -53,6 +54,14 @@ class LiveBatch(HFSession):
             return "the request has an empty prompt"
         if len(request.prompt) >= self.max_context:
             return f"the prompt is {len(request.prompt)} tokens; the context is {self.max_context}"
+        if request.seed is not None and not -(2**63) <= request.seed < 2**63:
+            return "the seed must be a 64-bit integer"
+        if not (math.isfinite(request.temperature) and request.temperature >= 0):
+            return f"the temperature must be a finite number ≥ 0, got {request.temperature}"
+        if not (math.isfinite(request.top_p) and 0 < request.top_p <= 1):
+            return f"top_p must be in (0, 1], got {request.top_p}"
+        if request.max_new_tokens < 1:
+            return f"max_new_tokens must be ≥ 1, got {request.max_new_tokens}"
         return None
 
     def admit(self, requests: Sequence[tuple[int, TurnRequest]]) -> None:

@@ -32,6 +32,9 @@ from .attention import NAME as PACKED_GQA
 from .kv_cache import decoder_attention, growing_cache, reading_shared_prefix
 from .last_position import last_position_only
 
+# A temperature at or below this samples greedily (vLLM's floor too): logits / 1e-40 overflow float32 into NaN.
+GREEDY_BELOW = 1e-5
+
 warm_up_vml()  # before any model runs: oneMKL's racy first call would make fresh processes differ (numerics.py)
 
 
@@ -56,6 +59,7 @@ def nucleus(logp: torch.Tensor, top_p: float) -> torch.Tensor:
     order = logp.argsort(descending=True)
     probs = logp[order].exp()
     keep = probs.cumsum(0) - probs < top_p  # a token is kept while the mass before it is under top_p
+    keep[0] = True  # the most likely always (a top_p that rounds to 0 in the logits' dtype would keep none)
     out = torch.full_like(logp, float("-inf"))
     out[order[keep]] = logp[order[keep]]
     return out
@@ -277,11 +281,11 @@ class HFSession(Session):
         temps = [r.temperature for r in settings]
         if len(set(temps)) == 1:
             T = temps[0]
-            logp = torch.log_softmax(stacked / T if T > 0 else stacked, dim=-1)
+            logp = torch.log_softmax(stacked / T if T > GREEDY_BELOW else stacked, dim=-1)
         else:
-            Ts = torch.tensor([t if t > 0 else 1.0 for t in temps], device=stacked.device)
+            Ts = torch.tensor([t if t > GREEDY_BELOW else 1.0 for t in temps], device=stacked.device)
             logp = torch.log_softmax(stacked / Ts[:, None], dim=-1)
-        if all(t <= 0 for t in temps):
+        if all(t <= GREEDY_BELOW for t in temps):
             tok = logp.argmax(dim=-1)
         else:
             dist = logp
@@ -293,7 +297,7 @@ class HFSession(Session):
             u = torch.cat([torch.rand(1, generator=self.gens.get(e, self.gen), device=self.dev, dtype=logp.dtype)
                            for e in active])
             tok = inverse_cdf_sample(dist, u=u)
-            greedy = [k for k, t in enumerate(temps) if t <= 0]
+            greedy = [k for k, t in enumerate(temps) if t <= GREEDY_BELOW]
             if greedy:
                 rows = torch.tensor(greedy, device=tok.device)
                 tok[rows] = logp[rows].argmax(dim=-1)
@@ -351,7 +355,8 @@ class HFSession(Session):
     def _stop_string(self, ids: list[int], stops: tuple[str, ...]) -> str | None:
         """The stop string the turn's text now contains, if any (checked on the text's tail: a stop string can span
         tokens)."""
-        text = self.renderer.decode(ids[-64:])
+        # a character is at most 4 tokens (byte fallback), so the tail must hold 4 per character of the longest
+        text = self.renderer.decode(ids[-max(64, 4 * max(map(len, stops)) + 4):])
         return next((s for s in stops if s in text), None)
 
     def _check_prefix(self, e: int, have: list[int], full: list[int]) -> None:

@@ -1,0 +1,188 @@
+"""The gateway against hostile and careless clients (issue 51), on the real server on 127.0.0.1 with raw HTTP and the
+real `openai` client: a poisoned request fails alone, a web page cannot drive the server, values the API allows
+cannot turn into NaN or an empty distribution, malformed input is a 400 that keeps the connection, and a server
+error tells the client nothing of its internals."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import httpx
+import pytest
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("uvicorn")
+
+from agentic_rl.policies import HFPolicy, SamplingConfig  # noqa: E402
+from agentic_rl.policies.hf.sampler import TurnRequest, nucleus  # noqa: E402
+from agentic_rl.serve.app import allowed_hosts  # noqa: E402
+from agentic_rl.serve.engine import Engine  # noqa: E402
+from agentic_rl.serve.local import LocalGateway  # noqa: E402
+
+MODEL = "tiny-hostile"
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def served(trained_dir):
+    with LocalGateway(HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=24)),
+                      model_name=MODEL) as local:
+        yield local
+
+
+def _body(**extra):
+    return {"model": MODEL, "messages": [{"role": "user", "content": "What is 2 + 3?"}], "max_tokens": 12, **extra}
+
+
+def test_a_poisoned_request_beside_five_others_fails_alone(served):
+    """Sent together: five plain requests (two streamed) and one whose seed has 4,300 digits. Before, the seed
+    raised inside the engine and failed the whole batch with the attacker's text."""
+    url = f"{served.url}/v1/chat/completions"
+    bodies = [_body(seed=k, stream=k % 3 == 0) for k in range(5)] + [_body(seed=int("7" * 4300))]
+    results: list[httpx.Response | None] = [None] * len(bodies)
+
+    def send(i):
+        results[i] = httpx.post(url, json=bodies[i], timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.status_code for r in results] == [200] * 5 + [400]
+    assert "seed" in results[5].json()["error"]["message"] and "7777" not in results[5].text
+    for r, b in zip(results[:5], bodies):
+        assert "data: [DONE]" in r.text if b["stream"] else r.json()["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_the_engine_fails_a_bad_row_alone():
+    """Beneath the API's checks: the engine refuses a row it cannot sample (seed past 64 bits, NaN temperature,
+    top_p 0) before it touches the batch; the rows beside it are sampled."""
+
+    from agentic_rl.policies.hf.live_batch import LiveBatch
+
+    live = LiveBatch.__new__(LiveBatch)
+    live.max_context = 100
+    for bad, why in ((TurnRequest([1, 2], seed=2**63), "64-bit"), (TurnRequest([1, 2], temperature=math.nan), "finite"),
+                     (TurnRequest([1, 2], top_p=0.0), "top_p"), (TurnRequest([1, 2], max_new_tokens=0), "≥ 1")):
+        assert why in live.problem(bad)
+    assert live.problem(TurnRequest([1, 2], seed=-(2**63), temperature=0.0)) is None
+
+
+def test_bad_rows_beside_good_ones_in_one_engine(trained_dir):
+    engine = Engine(HFPolicy(trained_dir, SamplingConfig(temperature=1.0, max_new_tokens=8)))
+    try:
+        prompt = engine.policy.renderer.render([{"role": "user", "content": "hi"}], add_generation_prompt=True).ids
+        good = [engine.submit([TurnRequest(prompt, max_new_tokens=8, seed=k)]) for k in range(5)]
+        poisoned = engine.submit([TurnRequest(prompt, max_new_tokens=8, seed=10**30)])
+        assert all(len(f.result(timeout=120)[0].ids) >= 1 for f in good)
+        with pytest.raises(ValueError, match="64-bit"):
+            poisoned.result(timeout=120)
+    finally:
+        engine.close()
+
+
+def test_a_web_page_cannot_drive_the_server(served):
+    """A cross-site form or text/plain POST needs no CORS preflight, so the server must refuse it; a page after a
+    DNS rebind sends its own Host; a page's fetch sends its Origin."""
+    url = f"{served.url}/v1/chat/completions"
+    body = json.dumps(_body())
+    before = served.gateway.engine.rows_sampled
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
+        r = httpx.post(url, content=body, headers={"content-type": kind} if kind else {})
+        assert r.status_code == 415 and "application/json" in r.json()["error"]["message"], kind
+    r = httpx.post(url, content=body, headers={**JSON, "host": "attacker.example:8000"})
+    assert r.status_code == 403 and "Host" in r.json()["error"]["message"]
+    assert httpx.get(f"{served.url}/rollouts/x", headers={"host": "rebound.attacker.example"}).status_code == 403
+    r = httpx.post(url, content=body, headers={**JSON, "origin": "https://evil.example"})
+    assert r.status_code == 403 and "Origin" in r.json()["error"]["message"]
+    rollout = f"{served.url}/rollouts/page/v1/chat/completions"
+    assert httpx.post(rollout, content=body, headers={"content-type": "text/plain"}).status_code == 415
+    assert "page" not in served.gateway.rollouts  # nothing recorded for the refused request
+    assert served.gateway.engine.rows_sampled == before  # nothing sampled either
+    for host in ("127.0.0.1", "localhost", "[::1]"):
+        r = httpx.post(url, content=body, headers={**JSON, "host": f"{host}:1234", "origin": f"http://{host}:1"})
+        assert r.status_code == 200, host
+    client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="none")
+    assert client.chat.completions.create(**_body()).choices[0].message.role == "assistant"
+
+
+def test_allowed_hosts_follow_the_binding():
+    assert "*" not in allowed_hosts("127.0.0.1") and "localhost" in allowed_hosts("127.0.0.1")
+    assert allowed_hosts("0.0.0.0") == ("*",)  # beyond loopback the API key guards (check_binding requires one)
+    assert "box.lan" in allowed_hosts("0.0.0.0", ("box.lan",)) and "*" not in allowed_hosts("0.0.0.0", ("box.lan",))
+
+
+def test_sampling_values_the_api_allows_stay_finite(served):
+    """temperature 1e-40 is inside [0, 2] (it overflowed float32 into NaN logprobs): sampled greedily, as vLLM does
+    below 1e-5; top_p 1e-320 rounds to 0 in float32 (it kept no token): the most likely token is always kept."""
+    url = f"{served.url}/v1/chat/completions"
+    replies = [httpx.post(url, json=_body(temperature=1e-40, logprobs=True, seed=s), timeout=60).json() for s in (1, 2)]
+    greedy = httpx.post(url, json=_body(temperature=0, logprobs=True), timeout=60).json()
+    texts = {r["choices"][0]["message"]["content"] for r in [*replies, greedy]}
+    assert len(texts) == 1
+    for r in replies:
+        assert all(math.isfinite(t["logprob"]) for t in r["choices"][0]["logprobs"]["content"])
+    r = httpx.post(url, json=_body(top_p=1e-320, seed=3), timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
+    import torch
+
+    logp = torch.log_softmax(torch.tensor([1.0, 3.0, 2.0]), -1)
+    assert torch.isfinite(nucleus(logp, 1e-320)).tolist() == [False, True, False]
+
+
+BAD = [  # (raw body or object, what the 400's message names) — each was a 500, or accepted and sampled wrongly
+    (_body(temperature=float("nan")), "temperature"),
+    (_body(top_p=float("nan")), "top_p"),
+    (_body(temperature=float("inf")), "temperature"),
+    (json.dumps(_body()).replace('"max_tokens": 12', '"max_tokens": ' + "9" * 5000), "JSON"),  # past int's digits
+    (_body(seed=10**19), "seed"),
+    (_body(messages=[{"role": "assistant", "content": "x", "tool_calls": 5}]), "tool_calls"),
+    (_body(tool_choice={"function": "f"}), "tool_choice"),
+    (_body(stop="x" * 300), "stop"),
+    (_body(messages=[{"role": "user", "content": "a\ud800b"}]), "surrogate"),
+    (_body(messages=[{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {
+        "name": "f", "arguments": "[" * 500 + "]" * 500}}]}]), "arguments"),
+    (_body(messages=[{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {
+        "name": "f", "arguments": json.dumps({"a": json.loads("[" * 300 + "]" * 300)})}}]}]), "arguments"),
+    ('{"model": "m", "messages": ' + "[" * 100 + "]" * 100 + "}", "nests"),
+]
+
+
+@pytest.mark.parametrize("body,words", BAD, ids=[f"bad{i}" for i in range(len(BAD))])
+def test_malformed_input_is_a_400_on_a_connection_that_stays_open(served, body, words):
+    with httpx.Client(base_url=served.url, timeout=60) as client:
+        for route in ("/v1/chat/completions", "/rollouts/malformed/v1/chat/completions"):
+            content = body if isinstance(body, str) else json.dumps(body)
+            r = client.post(route, content=content.encode("utf-8", "surrogatepass"), headers=JSON)
+            assert r.status_code == 400, (route, r.text[:300])
+            assert words in r.json()["error"]["message"], r.text[:300]
+            assert r.headers.get("connection") != "close"
+        assert client.get("/v1/models").status_code == 200  # the same connection goes on
+    assert "malformed" not in served.gateway.rollouts or not served.gateway.rollouts["malformed"].segments
+
+
+def test_a_long_stop_string_is_found_in_the_turns_tail(trained_dir):
+    """A stop string of 100 characters spans more tokens than the sampler's old 64-token tail: it is found."""
+    from types import SimpleNamespace
+
+    from agentic_rl.policies.hf.sampler import HFSession
+
+    renderer = HFPolicy(trained_dir).renderer
+    text = "".join("qxzjvkwy"[(i * 7) % 8] for i in range(300))
+    ids = renderer.tokenizer.encode(text, add_special_tokens=False)
+    assert renderer.decode(ids) == text and len(renderer.decode(ids[-64:])) < 100  # the old tail could not hold it
+    stop = text[190:290]
+    assert HFSession._stop_string(SimpleNamespace(renderer=renderer), ids, (stop,)) == stop
+
+
+def test_a_server_error_tells_the_client_nothing_of_its_internals(served, monkeypatch):
+    def broken(*_a, **_k):
+        raise RuntimeError("secret path /root/.cache/agentic-rl and a key sk-abc")
+
+    monkeypatch.setattr(served.gateway.renderer, "render", broken)
+    r = httpx.post(f"{served.url}/v1/chat/completions", json=_body(), timeout=60)
+    assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+    assert "secret" not in r.text and "RuntimeError" not in r.text and "reference" in r.text
