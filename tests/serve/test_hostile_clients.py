@@ -186,3 +186,100 @@ def test_a_server_error_tells_the_client_nothing_of_its_internals(served, monkey
     r = httpx.post(f"{served.url}/v1/chat/completions", json=_body(), timeout=60)
     assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
     assert "secret" not in r.text and "RuntimeError" not in r.text and "reference" in r.text
+
+
+def _consistent(record):
+    for seg in record["segments"]:
+        assert len(seg["ids"]) == len(seg["mask"]) == len(seg["logprobs"]), {k: len(v) for k, v in seg.items()
+                                                                            if isinstance(v, list)}
+    return record
+
+
+def _stream_body(text="What is 2 + 3?", **extra):
+    return _body(messages=[{"role": "user", "content": text}], stream=True, max_tokens=16, **extra)
+
+
+def test_concurrent_streamed_turns_and_a_streamed_retry_leave_exact_records(served):
+    """Two different streamed turns at once under one rollout, then one body streamed twice at once (a retry): the
+    record's ids, mask and logprobs line up, and the retry is answered from the record, not sampled again. Before,
+    a streamed turn left the rollout's lock before it was sampled: one segment with 231 ids and 431 mask entries."""
+    base = f"{served.url}/rollouts/streams/v1/chat/completions"
+    results = {}
+
+    def send(name, body):
+        with httpx.stream("POST", base, json=body, timeout=120) as r:
+            results[name] = (r.status_code, "".join(r.iter_text()))
+
+    threads = [threading.Thread(target=send, args=(k, _stream_body(f"Question {k}: what is {k} + 1?")))
+               for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [results[k][0] for k in range(2)] == [200, 200]
+    record = _consistent(httpx.get(f"{served.url}/rollouts/streams").json())
+    assert sum(len(s["turns"]) for s in record["segments"]) == 2
+    sampled = served.gateway.engine.rows_sampled
+    body = _stream_body("The retried question")
+    threads = [threading.Thread(target=send, args=(f"retry{k}", body)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert served.gateway.engine.rows_sampled == sampled + 1  # sampled once
+    assert results["retry0"] == results["retry1"] or _contents(results["retry0"][1]) == _contents(results["retry1"][1])
+    record = _consistent(httpx.get(f"{served.url}/rollouts/streams").json())
+    assert sum(len(s["turns"]) for s in record["segments"]) == 3
+
+
+def _contents(sse: str) -> str:
+    out = []
+    for line in sse.splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices", []):
+                out.append(choice.get("delta", {}).get("content") or "")
+    return "".join(out)
+
+
+def test_a_delete_during_a_stream_waits_for_the_turn_and_later_requests_are_refused(served):
+    base = f"{served.url}/rollouts/deleted/v1/chat/completions"
+    first = threading.Event()
+    got = {}
+
+    def stream():
+        with httpx.stream("POST", base, json=_stream_body(), timeout=120) as r:
+            for chunk in r.iter_text():
+                first.set()
+                got.setdefault("text", "")
+                got["text"] += chunk
+
+    t = threading.Thread(target=stream)
+    t.start()
+    assert first.wait(60)
+    taken = httpx.delete(f"{served.url}/rollouts/deleted", timeout=120)
+    t.join()
+    assert taken.status_code == 200
+    record = _consistent(taken.json())
+    assert len(record["segments"]) == 1 and len(record["segments"][0]["turns"]) == 1  # the streamed turn is in it
+    again = httpx.post(base, json=_body(), timeout=60)
+    assert again.status_code == 409
+    assert httpx.get(f"{served.url}/rollouts/deleted").status_code == 404
+
+
+def test_a_client_that_hangs_up_mid_stream_still_leaves_its_turn_recorded_once(served):
+    """The turn was sampled: it is recorded, and the SDK's retry of the same body gets it back without sampling."""
+    base = f"{served.url}/rollouts/hangup/v1/chat/completions"
+    body = _stream_body("Hang up on this one")
+    with httpx.stream("POST", base, json=body, timeout=120) as r:
+        next(r.iter_text())  # the first chunk, then the client leaves
+    sampled = None
+    for _ in range(600):  # the turn finishes in the engine after the client left (≤ 16 tokens)
+        record = httpx.get(f"{served.url}/rollouts/hangup", timeout=60).json()
+        if record["segments"]:
+            sampled = served.gateway.engine.rows_sampled
+            break
+        threading.Event().wait(0.1)
+    assert sampled is not None, "the turn was never recorded"
+    _consistent(record)
+    retry = httpx.post(base, json={**body, "stream": False}, timeout=60)
+    assert retry.status_code == 200 and served.gateway.engine.rows_sampled == sampled

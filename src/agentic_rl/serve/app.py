@@ -39,7 +39,7 @@ from ..config import ConfigError
 from ..policies.hf.sampler import HFPolicy, SampledTurn, TurnRequest
 from ..runtime.parsing import OPEN, served_calls
 from ..runtime.tools import to_json
-from .engine import Engine
+from .engine import Engine, RowRefused
 from .protocol import (
     ApiError,
     ChatRequest,
@@ -185,10 +185,7 @@ def create_app(gateway: Gateway) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def server_error(_: Request, e: Exception) -> JSONResponse:  # never internals to the client
-        ref = uuid.uuid4().hex[:12]
-        log.error("internal error %s", ref, exc_info=e)
-        return JSONResponse(ApiError(500, f"internal error (reference {ref}: the server's log has it)",
-                                     kind="server_error").body(), status_code=500)
+        return JSONResponse(internal_error(e).body(), status_code=500)
 
     @app.middleware("http")
     async def auth(request: Request, call_next: Any) -> Any:
@@ -265,7 +262,7 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
     if rollout_id is None:
         prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
         rows, forced = gateway.rows(req, prompt)
-        return await _respond(gateway, req, rows, forced, None)
+        return await _deliver(gateway, req, rows, forced, *_submit(gateway, req, rows, forced))
     if rollout_id in gateway.closed:
         raise ApiError(409, f"rollout {rollout_id!r} is closed: its episode has ended (timed out, or its record was "
                             "taken for training)", code="rollout_closed", kind="invalid_request_error")
@@ -276,7 +273,15 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
                             "sample its own rollout id)", param="n", code="invalid_value")
     rollout = gateway.rollouts.setdefault(rollout_id, Rollout(rollout_id))
     key = request_key(body)
-    async with rollout.lock:  # one agent's turns are sequential; a retry waits for the reply it repeats
+    # One agent's turns are sequential, and a turn holds its rollout from the request until its reply is recorded —
+    # streamed or not, whether or not the client is still there: a retry waits for the reply it repeats, a DELETE
+    # for the turn in flight, and a request queued behind a DELETE is refused.
+    await rollout.lock.acquire()
+    handed = False  # the lock goes to the turn's completion, which releases it once the reply is recorded
+    try:
+        if rollout_id in gateway.closed or gateway.rollouts.get(rollout_id) is not rollout:
+            raise ApiError(409, f"rollout {rollout_id!r} was closed while this request waited for it",
+                           code="rollout_closed", kind="invalid_request_error")
         if key in rollout.replies:
             return await _replay(rollout.replies[key], req.stream, req.include_usage)
         seg = rollout.segments[-1] if rollout.segments else None
@@ -291,9 +296,13 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
         def record(reply: dict[str, Any], turns: list[SampledTurn]) -> None:
             turn = turns[0]
             new = len(prompt) - len(seg.ids)
-            seg.ids = prompt + forced + turn.ids
-            seg.mask += [0] * new + [0] * len(forced) + [1] * len(turn.ids)
-            seg.logprobs += [0.0] * (new + len(forced)) + turn.logprobs
+            ids = prompt + forced + turn.ids
+            mask = seg.mask + [0] * new + [0] * len(forced) + [1] * len(turn.ids)
+            logprobs = seg.logprobs + [0.0] * (new + len(forced)) + turn.logprobs
+            if not len(ids) == len(mask) == len(logprobs) or new < 0:
+                raise RuntimeError(f"rollout {rollout_id!r}: a turn's record does not line up (ids {len(ids)}, "
+                                   f"mask {len(mask)}, logprobs {len(logprobs)}); not recorded")
+            seg.ids, seg.mask, seg.logprobs = ids, mask, logprobs
             seg.turns.append(forced + turn.ids)
             seg.closed_turn = bool(turn.ids) and turn.ids[-1] == gateway.renderer.eos_id
             reply_message = Gateway.recorded_message(reply["choices"][0])
@@ -303,24 +312,52 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
                 rollout.segments.append(seg)
             rollout.replies[key] = reply
 
-        return await _respond(gateway, req, rows, forced, record)
+        replied, tokens = _submit(gateway, req, rows, forced, record, rollout.lock.release)
+        handed = True
+    finally:
+        if not handed:
+            rollout.lock.release()
+    return await _deliver(gateway, req, rows, forced, replied, tokens)
 
 
-async def _respond(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int],
-                   record: Any) -> Any:
-    """Sample, then answer as JSON or as server-sent events; `record` keeps the reply in a rollout."""
+def _submit(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int], record: Any = None,
+            release: Any = None) -> tuple[asyncio.Future[dict[str, Any]], asyncio.Queue[tuple[int, int] | None]]:
+    """Hand the rows to the engine; the reply's future and the queue its tokens stream through. Once the turn is
+    sampled, `record` keeps the reply in a rollout and `release` frees the rollout — on the event loop, whether or not
+    the client is still waiting. Nothing here awaits, so a caller that gave `release` away cannot lose it."""
     loop = asyncio.get_running_loop()
-    if not req.stream:
-        turns = await asyncio.wrap_future(gateway.engine.submit(rows))
-        reply = _reply(gateway, req, turns, forced, rows)
-        if record is not None:
-            record(reply, turns)
-        return reply
     tokens: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
-    future = gateway.engine.submit(rows, lambda i, t: loop.call_soon_threadsafe(tokens.put_nowait, (i, t)))
-    future.add_done_callback(lambda _: loop.call_soon_threadsafe(tokens.put_nowait, None))
-    return StreamingResponse(_stream(gateway, req, rows, forced, future, tokens, record),
-                             media_type="text/event-stream")
+    replied: asyncio.Future[dict[str, Any]] = loop.create_future()
+    replied.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if the client left
+
+    def complete(future: Any) -> None:
+        tokens.put_nowait(None)
+        try:
+            reply = _reply(gateway, req, future.result(), forced, rows)
+            if record is not None:
+                record(reply, future.result())
+            replied.set_result(reply)
+        except Exception as e:
+            replied.set_exception(e)
+        finally:
+            if release is not None:
+                release()
+
+    on_token = (lambda i, t: loop.call_soon_threadsafe(tokens.put_nowait, (i, t))) if req.stream else None
+    future = gateway.engine.submit(rows, on_token)
+    future.add_done_callback(lambda f: loop.call_soon_threadsafe(complete, f))
+    return replied, tokens
+
+
+async def _deliver(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int],
+                   replied: asyncio.Future[dict[str, Any]], tokens: asyncio.Queue[tuple[int, int] | None]) -> Any:
+    """The reply as JSON, or as server-sent events while it is sampled."""
+    if not req.stream:
+        try:
+            return await asyncio.shield(replied)
+        except RowRefused as e:
+            raise ApiError(400, f"the request cannot be sampled: {e}", code="invalid_value") from None
+    return StreamingResponse(_stream(gateway, req, rows, forced, replied, tokens), media_type="text/event-stream")
 
 
 def _reply(gateway: Gateway, req: ChatRequest, turns: list[SampledTurn], forced: list[int],
@@ -337,8 +374,9 @@ def _sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int], future: Any,
-                  tokens: asyncio.Queue[tuple[int, int] | None], record: Any) -> AsyncIterator[str]:
+async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int],
+                  replied: asyncio.Future[dict[str, Any]], tokens: asyncio.Queue[tuple[int, int] | None]
+                  ) -> AsyncIterator[str]:
     """Content deltas as tokens arrive — held back while the text may still become a tool call or a stop string —
     then each choice's tool calls, its finish reason and (on request) the usage, then [DONE]."""
     cid, created = completion_id(), int(time.time())
@@ -364,13 +402,13 @@ async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], f
                                              "finish_reason": None}]})
             sent[i] = safe
     try:
-        turns = future.result()
-    except Exception as e:
-        yield _sse(ApiError(500, f"internal error: {type(e).__name__}: {e}", kind="server_error").body())
+        reply = await replied  # built, and recorded under a rollout, when the turn was sampled
+    except RowRefused as e:
+        yield _sse(ApiError(400, f"the request cannot be sampled: {e}", code="invalid_value").body())
         return
-    reply = _reply(gateway, req, turns, forced, rows)
-    if record is not None:
-        record(reply, turns)
+    except Exception as e:  # the batch failed: nothing of it to the client (another request may have caused it)
+        yield _sse(internal_error(e).body())
+        return
     for i, choice in enumerate(reply["choices"]):
         async for chunk in _finish_chunks(head, i, choice, sent[i]):
             yield chunk
@@ -414,6 +452,13 @@ async def _replay(reply: dict[str, Any], stream: bool, include_usage: bool) -> A
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def internal_error(e: BaseException) -> ApiError:
+    """A 500 that tells the client a reference, never the exception: the server's log has it under that reference."""
+    ref = uuid.uuid4().hex[:12]
+    log.error("internal error %s", ref, exc_info=e)
+    return ApiError(500, f"internal error (reference {ref}: the server's log has it)", kind="server_error")
 
 
 def _hostname(netloc: str) -> str:

@@ -23,6 +23,10 @@ from ..policies.hf.live_batch import LiveBatch
 from ..policies.hf.sampler import HFPolicy, SampledTurn, TurnRequest
 
 
+class RowRefused(ValueError):
+    """A request the batch cannot take (`LiveBatch.problem`): its own fault, answered alone as a 400."""
+
+
 @dataclass
 class Job:
     """The rows of one HTTP request (n choices) and where their tokens and results go."""
@@ -130,7 +134,7 @@ class Engine:
                 continue
             why = next((w for r in job.rows if (w := live.problem(r)) is not None), None)
             if why is not None:  # a request the batch cannot take fails alone
-                job.future.set_exception(ValueError(why))
+                job.future.set_exception(RowRefused(why))
                 self.jobs.task_done()
                 continue
             job.turns, job.left = [None] * len(job.rows), len(job.rows)
