@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .grpo import GRPOConfig
 
 # Grouped, a micro-batch is cut before padding passes this share of its positions (logprobs.micro_batches): the
-# rows of one task differ in length by hundreds of tokens, and padding them to the longest doubled the suffixes' work.
+# rows of one task differ in length by hundreds of tokens (docs/design-notes.md, "The grouped learner").
 GROUP_MAX_PAD = 0.25
 
 

@@ -39,7 +39,7 @@ def micro_batches(seqs: Sequence[Sequence[int]], max_rows: int, max_tokens: int 
     rows in smaller groups (verl's dynamic batch size does the same). A row longer than the budget gets a micro-batch of
     its own. With `max_pad`, a micro-batch also closes before padding would exceed that share of its positions
     beyond the shared prefix: a task's G samples (a one-turn answer beside a four-turn recovery) are too few to sort
-    into neighbours, so without it their padding can double the work. The sort is stable, so the grouping is a
+    into neighbours, so most of their positions could be padding. The sort is stable, so the grouping is a
     function of the lengths alone (resumed runs see the same).
     """
     if max_rows < 1 or (max_tokens is not None and max_tokens < 1):
