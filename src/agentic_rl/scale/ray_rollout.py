@@ -10,7 +10,8 @@ refuses to sample with another version than the one asked for.
 
 A worker that dies mid-step, or hangs — no forward pass of its model for `hang_s` seconds while it has work (a
 slow worker on a loaded machine still makes them; the actors answer that count on a thread of their own, and the
-clock starts once an actor is up) — loses no run: it is replaced by a new actor with the current weights, its share is sampled again, and past `retries` its episodes come back as infrastructure failures
+clock starts once an actor is up) — loses no run: it is replaced by a new actor with the current weights, its
+share is sampled again, and past `retries` its episodes come back as infrastructure failures
 (`outcome="env_error"`, left out of the loss like any env crash); each event is kept in `events` for the step's
 metrics. `RAY_ADDRESS` (or `rollout.ray_address`) joins an existing cluster; otherwise a local one is started and
 shut down with the run. Ray is an extra (`pip install -e '.[ray]'`), imported only here.
