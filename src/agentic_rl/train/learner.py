@@ -1,9 +1,9 @@
 """GRPO's learner: the loss of a batch of scored trajectories, its gradients added to the model's.
 
 `learner_plan` splits the rows into parts whose common prompt runs once (a task's G samples share its prompt token
-for token) — in the policy's forward and backward and, grouped, in the reference's forward too — `loss_backward` runs
-one pass of the clipped surrogate (plus β·KL to the reference) over them, micro-batch
-by micro-batch, with the loss scaled so the micro-batches sum to the batch loss.
+for token): in the policy's forward and backward and, grouped, in the reference's forward too. `loss_backward` runs
+one pass of the clipped surrogate (plus β·KL to the reference) over them, micro-batch by micro-batch, with the loss
+scaled so the micro-batches sum to the batch loss.
 """
 
 from __future__ import annotations
