@@ -31,6 +31,7 @@ from .config import TrainerConfig
 from .distributed import DataParallel
 from .logprobs import SharedPrefix, micro_batches, sequence_logprobs
 from .lora import Trainee
+from .muon import Muon
 from .rundir import prepare_run_dir
 from .tracking import Reporter
 
@@ -258,7 +259,7 @@ def build_optimizers(trainee: Trainee, cfg: SFTConfig) -> list[torch.optim.Optim
     for name, p in trainee.model.named_parameters():
         (hidden if p.ndim == 2 and ".layers." in name else rest).append(p)
     return [torch.optim.AdamW(rest, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95)),
-            torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")]
+            Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")]
 
 
 def _state(opts: list[torch.optim.Optimizer], scheds: list[Any], step: int) -> dict[str, Any]:
