@@ -15,6 +15,9 @@ A model can sample a token sequence that is not the canonical tokenization of it
 Re-tokenizing that text would change what the policy said, so callers pass each assistant turn's sampled ids
 (`assistant_ids`) and the renderer puts them in the assistant spans verbatim: tokens are kept as sampled.
 
+A control token that a message spells (`<|im_end|>` typed by a user or returned by a tool) is tokenized as text, so
+no message can forge a turn (`control_text.py`).
+
 Text no tokenizer can encode — a lone UTF-16 surrogate, which a script policy or an env can put in a message but
 a model's decoded text never holds — is rendered as U+FFFD, as any UTF-8 reader would show it; the trajectory keeps
 the message as it was (`text.json_text` writes it).
@@ -30,6 +33,7 @@ from typing import Any
 from jinja2.exceptions import TemplateError
 
 from ..text import encodable
+from .control_text import ControlText
 from .parsing import format_tool_call
 
 logger = logging.getLogger(__name__)
@@ -90,6 +94,7 @@ class Renderer:
         self.has_generation_markers = "generation" in tokenizer.chat_template and \
             "endgeneration" in tokenizer.chat_template
         self.native_tools = renders_tools(tokenizer)
+        self.control = ControlText(tokenizer)
         self._suffix_checks_left: int | None = SUFFIX_CHECKS  # None: render whole conversations (see continuation)
         if not self.has_generation_markers:
             logger.warning("chat template has no {% generation %} markers; finding assistant spans by prefix rendering")
@@ -109,7 +114,25 @@ class Renderer:
             messages, tokenize=True, return_dict=True, add_generation_prompt=add_generation_prompt,
             return_assistant_tokens_mask=with_mask)
         ids = list(out["input_ids"])
-        return ids, (list(out["assistant_masks"]) if with_mask else None)
+        mask = list(out["assistant_masks"]) if with_mask else None
+        if self.control.spelled(messages):
+            text, spans = self._text_and_spelled(messages, add_generation_prompt)
+            ids, mask = self._as_text(text, spans, ids, mask)
+        return ids, mask
+
+    def _text_and_spelled(self, messages: Sequence[dict[str, Any]],
+                          add_generation_prompt: bool) -> tuple[str, list[tuple[int, int]]]:
+        """The rendered text and the character spans of the control tokens its messages spell."""
+        marked, marks = self.control.mark(messages)
+        return self.control.restore(self.apply(marked, tokenize=False, add_generation_prompt=add_generation_prompt),
+                                    marks)
+
+    def _as_text(self, text: str, spans: Sequence[tuple[int, int]], ids: list[int],
+                 mask: list[int] | None) -> tuple[list[int], list[int] | None]:
+        try:
+            return self.control.as_text(text, spans, ids, mask)
+        except ValueError as e:
+            raise RenderError(str(e)) from None
 
     def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = False,
                assistant_ids: Sequence[Sequence[int] | None] | None = None) -> Rendered:
@@ -180,7 +203,16 @@ class Renderer:
         if cut < 0 or not after.startswith(before):
             raise RenderError("the chat template is not prefix-stable (appending messages rewrites earlier text); "
                               "multi-turn sampling needs one that is")
-        return self.tokenizer(after[cut + len(eos):], add_special_tokens=False)["input_ids"]
+        tail = after[cut + len(eos):]
+        ids = self.tokenizer(tail, add_special_tokens=False)["input_ids"]
+        if self.control.spelled(messages):
+            text, spans = self._text_and_spelled(messages, add_generation_prompt)
+            if text != after:
+                raise RenderError("the chat template renders a message's text differently when it spells a control "
+                                  "token; its control tokens cannot be kept as text")
+            start = len(after) - len(tail)
+            ids, _ = self._as_text(tail, [(a - start, b - start) for a, b in spans if b > start], ids, None)
+        return ids
 
     def _spans_by_prefix(self, messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
         """Assistant spans for templates without generation markers: from the end of the generation prompt up to
