@@ -86,3 +86,24 @@ def test_a_session_continues_in_its_kept_row(policy, env):
     _same(done[4], _alone(policy, TurnRequest(first[1], 0.0, 5)))
     batch.release("a")
     assert not batch.parked and not batch.tokens
+
+
+def test_parked_rows_are_capped_and_an_evicted_session_starts_over(policy, env):
+    """Twelve sessions end their turns; with max_parked=3 only the last three keep rows (the cache holds at most
+    those), and the first session's next request — its row evicted — is prefilled whole and samples as if alone."""
+    prompts = _prompts(policy, env, 12)
+    batch, done = LiveBatch(policy, seed=0, max_parked=3), {}
+    batch.admit([(k, TurnRequest(p, 0.0, 6, session=f"s{k}")) for k, p in enumerate(prompts)])
+    while batch.running:
+        done.update(batch.step())
+    order = list(done)  # in the order the turns ended
+    assert list(batch.parked) == [f"s{k}" for k in order[-3:]] and len(batch.tokens) == 3
+    first = order[0]
+    tool = policy.tokenizer("\n<tool_response>7</tool_response>", add_special_tokens=False)["input_ids"]
+    again = TurnRequest(prompts[first] + done[first].ids + tool, 0.0, 6, session=f"s{first}")
+    assert f"s{first}" not in batch.parked  # evicted: its next request is prefilled whole, as a new one
+    batch.admit([(100, again)])
+    while batch.running:
+        done.update(batch.step())
+    _same(done[100], _alone(policy, TurnRequest(again.prompt, 0.0, 6)))
+    assert len(batch.parked) == 3 and list(batch.parked)[-1] == f"s{first}" and f"s{order[-3]}" not in batch.parked

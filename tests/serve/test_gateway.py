@@ -25,6 +25,8 @@ from agentic_rl.runtime.rollout import run_episodes  # noqa: E402
 from agentic_rl.serve.app import Gateway, check_binding, create_app  # noqa: E402
 from agentic_rl.serve.protocol import parse_request  # noqa: E402
 
+from .rollouts import open_rollout  # noqa: E402
+
 MODEL = "tiny-test"
 
 
@@ -123,9 +125,11 @@ def test_a_recorded_rollout_has_the_env_paths_ids_mask_and_logprobs(server, trai
     trajs = [run_episodes(lambda: make_env("tool_use"), [t], local, seed=0)[0] for t in tasks]
     multi = 0
     for k, (task, traj) in enumerate(zip(tasks, trajs)):
-        client = openai.OpenAI(base_url=f"{base}/rollouts/exact-{k}/v1", api_key="none")
+        rid = open_rollout(base, f"exact-{k}")
+        client = openai.OpenAI(base_url=f"{base}/rollouts/{rid}/v1", api_key="none")
         _agent(client, make_env("tool_use"), task)
-        record = httpx.get(f"{base}/rollouts/exact-{k}").json()
+        record = httpx.get(f"{base}/rollouts/{rid}").json()
+        assert record["name"] == f"exact-{k}"
         assert len(record["segments"]) == 1 and record["segments"][0]["reason"] == "first request"
         seg = record["segments"][0]
         n = len(seg["ids"])  # the record ends at the last reply; the env path adds the template's closing tail
@@ -133,7 +137,7 @@ def test_a_recorded_rollout_has_the_env_paths_ids_mask_and_logprobs(server, trai
         assert seg["turns"] == traj.assistant_ids
         assert max(abs(a - b) for a, b in zip(seg["logprobs"], traj.logprobs[:n])) <= 1e-5
         multi += len(seg["turns"]) > 1
-        rollout = gateway.rollouts[f"exact-{k}"]
+        rollout = gateway.rollouts[rid]
         assert rollout.trajectories(gateway.renderer)[0].ids == traj.ids
     assert multi >= 1  # at least one episode made a call and got its result back
 
@@ -146,10 +150,11 @@ def test_sampled_records_logprobs_equal_a_fresh_forward(server):
     base, gateway = server
     env = make_env("tool_use")
     trajs = []
-    for k, task in enumerate(env.tasks("eval", 4, seed=5)):
-        _agent(openai.OpenAI(base_url=f"{base}/rollouts/t1-{k}/v1", api_key="none"), make_env("tool_use"), task,
+    for task in env.tasks("eval", 4, seed=5):
+        rid = open_rollout(base)
+        _agent(openai.OpenAI(base_url=f"{base}/rollouts/{rid}/v1", api_key="none"), make_env("tool_use"), task,
                temperature=1.0)
-        trajs += gateway.rollouts[f"t1-{k}"].trajectories(gateway.renderer)
+        trajs += gateway.rollouts[rid].trajectories(gateway.renderer)
     with torch.no_grad():
         logp, _ = sequence_logprobs(gateway.policy.model, [t.ids for t in trajs], 1.0, masks=[t.mask for t in trajs])
     worst = max(abs(float(logp[b, i]) - lp) for b, t in enumerate(trajs)
@@ -161,22 +166,23 @@ def test_sampled_records_logprobs_equal_a_fresh_forward(server):
 def test_a_retry_returns_the_recorded_reply_and_rewriting_history_starts_a_segment(server, env):
     base, gateway = server
     task = env.tasks("eval", 1, seed=3)[0]
-    url = f"{base}/rollouts/retry/v1/chat/completions"
+    rid = open_rollout(base)
+    url = f"{base}/rollouts/{rid}/v1/chat/completions"
     body = {"model": MODEL, "messages": _task_messages(env, task), "tools": _tools(), "temperature": 1.0,
             "max_tokens": 24}
     first = httpx.post(url, json=body).json()
     again = httpx.post(url, json=body, headers={"x-stainless-retry-count": "1"}).json()
     assert again == first
-    rollout = gateway.rollouts["retry"]
+    rollout = gateway.rollouts[rid]
     assert len(rollout.segments) == 1 and len(rollout.segments[0].turns) == 1
     rewritten = {**body, "messages": [body["messages"][0], {"role": "user", "content": "something else"},
                                       {"role": "assistant", "content": "ok"},
                                       {"role": "user", "content": "and now?"}]}
     httpx.post(url, json=rewritten).raise_for_status()
-    reasons = [s["reason"] for s in httpx.get(f"{base}/rollouts/retry").json()["segments"]]
+    reasons = [s["reason"] for s in httpx.get(f"{base}/rollouts/{rid}").json()["segments"]]
     assert reasons[0] == "first request" and "message 1 (user) differs" in reasons[1]
-    r = httpx.post(f"{base}/rollouts/retry/reward", json={"reward": 0.5, "info": {"success": True}})
-    assert r.json() == {"id": "retry", "reward": 0.5}
+    r = httpx.post(f"{base}/rollouts/{rid}/reward", json={"reward": 0.5, "info": {"success": True}})
+    assert r.json() == {"id": rid, "reward": 0.5}
 
 
 BAD = [
@@ -215,7 +221,7 @@ BAD = [
 @pytest.mark.parametrize("body,route,status,words", BAD, ids=[f"bad{i}" for i in range(len(BAD))])
 def test_bad_requests_get_openai_errors_and_the_server_survives(server, body, route, status, words):
     base, _ = server
-    url = f"{base}/rollouts/bad/v1/chat/completions" if route else f"{base}/v1/chat/completions"
+    url = f"{base}/rollouts/{open_rollout(base)}/v1/chat/completions" if route else f"{base}/v1/chat/completions"
     content = body.encode() if isinstance(body, str) else None
     r = httpx.post(url, content=content, json=None if content else body,
                    headers={"content-type": "application/json"})

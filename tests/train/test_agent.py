@@ -68,7 +68,8 @@ def test_agent_episodes_record_the_tokens_and_leave_failures_out(trained_dir):
     def flaky(t, client):
         calls["n"] += 1
         r = client.chat.completions.create(model="x", messages=[{"role": "user", "content": t.prompt}])
-        k = int(client.base_url.path.rstrip("/").split("/")[-2].split("-")[-1])  # the sample index of the rollout id
+        rid = client.base_url.path.rstrip("/").split("/")[-2]  # an unguessable token; its name is step-task-sample
+        k = int(runner.server.gateway.rollouts[rid].name.split("-")[-1])
         if k == 1:
             raise ConnectionError("the agent's own tool server went away")
         return None if k == 2 else float(bool(r.choices[0].message.content))

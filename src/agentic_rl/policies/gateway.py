@@ -49,6 +49,7 @@ class GatewaySession(Session):
     def __init__(self, policy: GatewayPolicy, n: int, seed: int):
         self.policy, self.seed = policy, seed
         self.prefix = uuid.uuid4().hex[:12]
+        self.ids: dict[int, str] = {}  # episode → its rollout's id on the gateway (opened by its first turn)
         self.replies: list[list[str]] = [[] for _ in range(n)]  # each episode's replies, as the gateway sent them
 
     def act(self, episodes: Sequence[int], conversations: Sequence[list[Message]]) -> list[Turn]:
@@ -102,4 +103,10 @@ class GatewaySession(Session):
         return TokenRecord(ids + tail, mask + [0] * len(tail), logprobs + [0.0] * len(tail), seg["turns"])
 
     def _id(self, episode: int) -> str:
-        return f"{self.prefix}-{episode}"
+        """The episode's rollout on the gateway, opened on first use (`POST /rollouts`; the gateway picks the id)."""
+        if episode not in self.ids:
+            r = self.policy.http.post("/rollouts", json={"name": f"{self.prefix}-{episode}"})
+            if r.status_code != 201:
+                raise RuntimeError(f"the gateway at {self.policy.url} answered {r.status_code}: {r.text[:500]}")
+            self.ids[episode] = r.json()["id"]
+        return self.ids[episode]

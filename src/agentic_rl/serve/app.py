@@ -3,6 +3,7 @@
 Routes (FastAPI):
   GET  /v1/models                                    the served model
   POST /v1/chat/completions                          plain serving: nothing recorded
+  POST /rollouts                                     {"name": ...} (optional) → a new rollout's unguessable id
   POST /rollouts/{rollout_id}/v1/chat/completions    the same, appended to that rollout's record (`records.py`):
                                                      point an OpenAI client's base_url at /rollouts/{id}/v1
   GET  /rollouts/{rollout_id}                        the record: segments of ids, loss mask and logprobs
@@ -12,7 +13,8 @@ Errors are OpenAI's error JSON with the right status; with an API key set, every
 `Authorization: Bearer KEY` (binding beyond loopback requires one: `serve`). A web page must not drive the gateway:
 a POST must say `Content-Type: application/json` (a cross-site form or text/plain POST is refused, so a browser
 sends none without a CORS preflight, which this server never grants), and the Host and any Origin header must name
-an allowed host — by default the loopback names, so a DNS-rebound page is refused too (docs/serving.md).
+an allowed host — by default the loopback names, so a DNS-rebound page is refused too (docs/serving.md). A rollout
+belongs to whoever created it: its id is a random 192-bit token, the only way to read or change it.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import ipaddress
 import json
 import logging
 import math
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import replace
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,6 +58,7 @@ from .protocol import (
 from .records import Rollout, Segment, continue_ids, extends, request_key
 
 MAX_CALLS = 64  # parallel calls parsed from one turn
+MAX_NAME_CHARS = 200  # a rollout's label
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 log = logging.getLogger("agentic_rl.serve")
 
@@ -99,6 +104,24 @@ class Gateway:
                 return ApiError(415, f"Content-Type must be application/json, got {kind[:100] or 'none'!r}",
                                 code="unsupported_media_type")
         return None
+
+    def open(self, name: str = "") -> Rollout:
+        """A new, empty rollout under an unguessable id: the id is its creator's only credential."""
+        rollout = Rollout(secrets.token_urlsafe(24), name)
+        self.rollouts[rollout.id] = rollout
+        return rollout
+
+    def rollout(self, rollout_id: str, for_turn: bool = False) -> Rollout:
+        """The rollout `rollout_id`, or the error its client should see (unknown: 404; closed: 409 — for a new turn
+        as soon as it is closed, for its record once the record is taken)."""
+        rollout = self.rollouts.get(rollout_id)
+        if rollout is not None and (rollout_id not in self.closed or not for_turn):
+            return rollout
+        if rollout_id in self.closed:
+            raise ApiError(409, f"rollout {rollout_id!r} is closed: its episode has ended (timed out, or its record "
+                                "was taken for training)", code="rollout_closed", kind="invalid_request_error")
+        raise ApiError(404, f"no rollout {rollout_id[:64]!r}: create one with POST /rollouts and use the id it "
+                            "returns", code="rollout_not_found", kind="not_found_error")
 
     def take(self, rollout_id: str) -> Rollout | None:
         """Close a rollout and hand its record over (None if the agent never called the model under it)."""
@@ -213,32 +236,35 @@ def create_app(gateway: Gateway) -> FastAPI:
     async def chat(request: Request) -> Any:
         return await _chat(gateway, request, None)
 
+    @app.post("/rollouts")
+    async def open_rollout(request: Request) -> JSONResponse:
+        body = parse_body(await request.body())
+        name = body.get("name", "") if isinstance(body, dict) else None
+        if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
+            raise ApiError(400, f"name: must be a string of at most {MAX_NAME_CHARS} characters (or left out)",
+                           param="name", code="invalid_value")
+        rollout = gateway.open(name)
+        return JSONResponse({"id": rollout.id, "name": rollout.name, "base_url": f"/rollouts/{rollout.id}/v1"},
+                            status_code=201)
+
     @app.post("/rollouts/{rollout_id}/v1/chat/completions")
     async def chat_recorded(rollout_id: str, request: Request) -> Any:
         return await _chat(gateway, request, rollout_id)
 
     @app.get("/rollouts/{rollout_id}")
     async def get_rollout(rollout_id: str) -> dict[str, Any]:
-        rollout = gateway.rollouts.get(rollout_id)
-        if rollout is None:
-            raise ApiError(404, f"no rollout {rollout_id!r}: it is created by its first chat request",
-                           code="rollout_not_found", kind="not_found_error")
-        return rollout.to_dict()
+        return gateway.rollout(rollout_id).to_dict()
 
     @app.delete("/rollouts/{rollout_id}")
     async def take_rollout(rollout_id: str) -> dict[str, Any]:
-        rollout = gateway.rollouts.get(rollout_id)
-        if rollout is None:
-            raise ApiError(404, f"no rollout {rollout_id!r}", code="rollout_not_found", kind="not_found_error")
+        rollout = gateway.rollout(rollout_id)
         async with rollout.lock:  # after its last reply is recorded
             gateway.take(rollout_id)
         return rollout.to_dict()
 
     @app.post("/rollouts/{rollout_id}/reward")
     async def set_reward(rollout_id: str, request: Request) -> dict[str, Any]:
-        rollout = gateway.rollouts.get(rollout_id)
-        if rollout is None:
-            raise ApiError(404, f"no rollout {rollout_id!r}", code="rollout_not_found", kind="not_found_error")
+        rollout = gateway.rollout(rollout_id)
         body = parse_body(await request.body())
         reward = body.get("reward")
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
@@ -262,20 +288,18 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
     if rollout_id is None:
         prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
         rows, forced = gateway.rows(req, prompt)
-        return await _deliver(gateway, req, rows, forced, *_submit(gateway, req, rows, forced))
-    if rollout_id in gateway.closed:
-        raise ApiError(409, f"rollout {rollout_id!r} is closed: its episode has ended (timed out, or its record was "
-                            "taken for training)", code="rollout_closed", kind="invalid_request_error")
+        return await _deliver(gateway, req, rows, forced, _submit(gateway, req, rows, forced))
+    rollout = gateway.rollout(rollout_id, for_turn=True)
     if gateway.record_temperature is not None:
         req = replace(req, temperature=gateway.record_temperature, top_p=1.0)
     if req.n != 1:
         raise ApiError(400, "n: must be 1 under a rollout (each choice would be a trajectory of its own; give each "
                             "sample its own rollout id)", param="n", code="invalid_value")
-    rollout = gateway.rollouts.setdefault(rollout_id, Rollout(rollout_id))
     key = request_key(body)
-    # One agent's turns are sequential, and a turn holds its rollout from the request until its reply is recorded —
-    # streamed or not, whether or not the client is still there: a retry waits for the reply it repeats, a DELETE
-    # for the turn in flight, and a request queued behind a DELETE is refused.
+    # One agent's turns are sequential, and a turn holds its rollout from the request until its reply is recorded
+    # (or, for a stream whose client left, until its rows are stopped: nothing is recorded) — streamed or not: a
+    # retry waits for the reply it repeats, a DELETE for the turn in flight, and a request queued behind a DELETE is
+    # refused.
     await rollout.lock.acquire()
     handed = False  # the lock goes to the turn's completion, which releases it once the reply is recorded
     try:
@@ -312,16 +336,25 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
                 rollout.segments.append(seg)
             rollout.replies[key] = reply
 
-        replied, tokens = _submit(gateway, req, rows, forced, record, rollout.lock.release)
+        pending = _submit(gateway, req, rows, forced, record, rollout.lock.release)
         handed = True
     finally:
         if not handed:
             rollout.lock.release()
-    return await _deliver(gateway, req, rows, forced, replied, tokens)
+    return await _deliver(gateway, req, rows, forced, pending)
+
+
+@dataclass
+class Pending:
+    """A request handed to the engine: the reply's future, the queue its tokens stream through (None ends it), and
+    the engine's job (what a stream whose client left cancels)."""
+    replied: asyncio.Future[dict[str, Any]]
+    tokens: asyncio.Queue[tuple[int, int] | None]
+    job: Future[list[SampledTurn]]
 
 
 def _submit(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int], record: Any = None,
-            release: Any = None) -> tuple[asyncio.Future[dict[str, Any]], asyncio.Queue[tuple[int, int] | None]]:
+            release: Any = None) -> Pending:
     """Hand the rows to the engine; the reply's future and the queue its tokens stream through. Once the turn is
     sampled, `record` keeps the reply in a rollout and `release` frees the rollout — on the event loop, whether or not
     the client is still waiting. Nothing here awaits, so a caller that gave `release` away cannot lose it."""
@@ -346,18 +379,18 @@ def _submit(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced:
     on_token = (lambda i, t: loop.call_soon_threadsafe(tokens.put_nowait, (i, t))) if req.stream else None
     future = gateway.engine.submit(rows, on_token)
     future.add_done_callback(lambda f: loop.call_soon_threadsafe(complete, f))
-    return replied, tokens
+    return Pending(replied, tokens, future)
 
 
 async def _deliver(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int],
-                   replied: asyncio.Future[dict[str, Any]], tokens: asyncio.Queue[tuple[int, int] | None]) -> Any:
+                   pending: Pending) -> Any:
     """The reply as JSON, or as server-sent events while it is sampled."""
     if not req.stream:
         try:
-            return await asyncio.shield(replied)
+            return await asyncio.shield(pending.replied)
         except RowRefused as e:
             raise ApiError(400, f"the request cannot be sampled: {e}", code="invalid_value") from None
-    return StreamingResponse(_stream(gateway, req, rows, forced, replied, tokens), media_type="text/event-stream")
+    return StreamingResponse(_stream(gateway, req, rows, forced, pending), media_type="text/event-stream")
 
 
 def _reply(gateway: Gateway, req: ChatRequest, turns: list[SampledTurn], forced: list[int],
@@ -375,8 +408,7 @@ def _sse(data: dict[str, Any]) -> str:
 
 
 async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], forced: list[int],
-                  replied: asyncio.Future[dict[str, Any]], tokens: asyncio.Queue[tuple[int, int] | None]
-                  ) -> AsyncIterator[str]:
+                  pending: Pending) -> AsyncIterator[str]:
     """Content deltas as tokens arrive — held back while the text may still become a tool call or a stop string —
     then each choice's tool calls, its finish reason and (on request) the usage, then [DONE]."""
     cid, created = completion_id(), int(time.time())
@@ -388,7 +420,7 @@ async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], f
     for i in range(len(rows)):
         yield _sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
                                          "finish_reason": None}]})
-    while (item := await tokens.get()) is not None:
+    while (item := await _next_token(gateway, pending)) is not None:
         i, t = item
         ids[i].append(t)
         if forced_text:
@@ -402,7 +434,7 @@ async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], f
                                              "finish_reason": None}]})
             sent[i] = safe
     try:
-        reply = await replied  # built, and recorded under a rollout, when the turn was sampled
+        reply = await pending.replied  # built, and recorded under a rollout, when the turn was sampled
     except RowRefused as e:
         yield _sse(ApiError(400, f"the request cannot be sampled: {e}", code="invalid_value").body())
         return
@@ -415,6 +447,16 @@ async def _stream(gateway: Gateway, req: ChatRequest, rows: list[TurnRequest], f
     if req.include_usage:
         yield _sse({**head, "choices": [], "usage": reply["usage"]})
     yield "data: [DONE]\n\n"
+
+
+async def _next_token(gateway: Gateway, pending: Pending) -> tuple[int, int] | None:
+    """The next sampled token; if the client goes away meanwhile (the server cancels its stream), the engine stops
+    the request's rows before its next decode step — under a rollout nothing is recorded, and a retry samples anew."""
+    try:
+        return await pending.tokens.get()
+    except asyncio.CancelledError:
+        gateway.engine.cancel(pending.job)
+        raise
 
 
 async def _finish_chunks(head: dict[str, Any], i: int, choice: dict[str, Any], sent: int) -> AsyncIterator[str]:

@@ -19,12 +19,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from ..policies.hf.live_batch import LiveBatch
+from ..policies.hf.live_batch import MAX_PARKED, LiveBatch
 from ..policies.hf.sampler import HFPolicy, SampledTurn, TurnRequest
 
 
 class RowRefused(ValueError):
     """A request the batch cannot take (`LiveBatch.problem`): its own fault, answered alone as a 400."""
+
+
+class Abandoned(RuntimeError):
+    """The request's client went away (`Engine.cancel`): its rows stopped, its turn is not answered."""
 
 
 @dataclass
@@ -43,12 +47,12 @@ class Engine:
     """Batches the turns of concurrent requests over one policy. `close` stops the thread."""
 
     def __init__(self, policy: HFPolicy, max_rows: int = 64, gather_s: float = 0.002, join_share: float = 0.25,
-                 join_wait_steps: int = 8):
+                 join_wait_steps: int = 8, max_parked: int = MAX_PARKED):
         """max_rows: most rows sampling at once (a job is never split: one larger than that runs alone); gather_s:
         when the first job arrives at an idle engine, how long to wait for others that are on their way. Waiting
         jobs join a running batch together, once their rows are `join_share` of the running ones or the first has
         waited `join_wait_steps` decode steps: each join is a prefill and a copy of the cache, so it pays to make
-        few."""
+        few. max_parked: most rollouts whose cache row is kept between their turns."""
         self.policy, self.max_rows, self.gather_s = policy, max_rows, gather_s
         self.join_share, self.join_wait_steps = join_share, join_wait_steps
         self.jobs: queue.Queue[Job | None] = queue.Queue()
@@ -57,8 +61,11 @@ class Engine:
         self.rows_sampled = 0
         self._owner: dict[int, tuple[Job, int]] = {}  # a batch row's key → its job and choice index
         self._released: queue.SimpleQueue[str] = queue.SimpleQueue()  # sessions whose rows can go
+        self._cancelled: queue.SimpleQueue[Future[list[SampledTurn]]] = queue.SimpleQueue()  # abandoned requests
+        self.requests_cancelled = 0  # requests whose client went away, stopped running or queued
         self._keys = 0
-        self._live = LiveBatch(policy, seed=0, on_token=self._dispatch)
+        self.max_parked = max_parked
+        self._live = LiveBatch(policy, seed=0, on_token=self._dispatch, max_parked=max_parked)
         self._thread = threading.Thread(target=self._loop, name="agentic-rl-engine", daemon=True)
         self._thread.start()
 
@@ -71,6 +78,10 @@ class Engine:
     def release(self, session: str) -> None:
         """The session (a rollout) has ended: its kept cache row can go (before the next admission)."""
         self._released.put(session)
+
+    def cancel(self, future: Future[list[SampledTurn]]) -> None:
+        """The client of `future`'s request has gone: its rows stop before the next decode step."""
+        self._cancelled.put(future)
 
     def wait_idle(self, timeout_s: float = 60.0) -> bool:
         """Wait until no job is queued or sampling (a trainer updates the weights only then); False on timeout."""
@@ -118,9 +129,12 @@ class Engine:
 
     def _admit(self, waiting: deque[Job]) -> None:
         """Admit waiting jobs, in arrival order, while the batch has room for them (each joins at the next step)."""
-        live, taken, rows = self._live, [], self._live.running
+        live, taken = self._live, []
+        while not self._cancelled.empty():
+            self._drop(self._cancelled.get(), waiting)
         while not self._released.empty():
             live.release(self._released.get())
+        rows = live.running
         if rows and waiting and (sum(len(j.rows) for j in waiting) < self.join_share * rows
                                  and self.steps - waiting[0].since < self.join_wait_steps):
             return
@@ -172,13 +186,29 @@ class Engine:
                 job.future.set_result(list(job.turns))  # type: ignore[arg-type]
                 self.jobs.task_done()
 
+    def _drop(self, future: Future[list[SampledTurn]], waiting: deque[Job]) -> None:
+        """Stop an abandoned request's rows (or take it out of the queue) and fail it with `Abandoned`."""
+        keys = [k for k, (job, _) in self._owner.items() if job.future is future]
+        queued = [j for j in waiting if j.future is future]
+        if not keys and not queued:
+            return  # answered already (or never submitted here)
+        for k in keys:
+            self._live.cancel(k)
+            del self._owner[k]
+        for j in queued:
+            waiting.remove(j)
+            j.future.set_running_or_notify_cancel()
+        self.requests_cancelled += 1
+        future.set_exception(Abandoned("the client went away"))
+        self.jobs.task_done()
+
     def _fail(self, error: Exception) -> None:
         """Fail every job in the batch and start a fresh one."""
         for job in {id(j): j for j, _ in self._owner.values()}.values():
             job.future.set_exception(error)
             self.jobs.task_done()
         self._owner.clear()
-        self._live = LiveBatch(self.policy, seed=self.batches, on_token=self._dispatch)
+        self._live = LiveBatch(self.policy, seed=self.batches, on_token=self._dispatch, max_parked=self.max_parked)
 
     def _dispatch(self, key: int, token: int) -> None:
         """Route a batch row's token to its job's callback, as (choice index, token id)."""

@@ -41,7 +41,8 @@ class Segment:
 
 @dataclass
 class Rollout:
-    id: str
+    id: str  # unguessable: whoever holds it owns the rollout (`Gateway.open`)
+    name: str = ""  # the creator's label (a trainer's step-task-sample), never a way in
     segments: list[Segment] = field(default_factory=list)
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)  # request body hash → the reply sent
     reward: float | None = None
@@ -49,7 +50,7 @@ class Rollout:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "reward": self.reward, "info": self.info,
+        return {"id": self.id, "name": self.name, "reward": self.reward, "info": self.info,
                 "segments": [s.to_dict() for s in self.segments]}
 
     def trajectories(self, renderer: Renderer, env: str = "gateway") -> list[Trajectory]:

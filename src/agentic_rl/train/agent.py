@@ -123,14 +123,16 @@ class AgentEpisodes:
         names this batch (a step) and makes the rollout ids unique."""
         gateway = self.server.gateway
         gateway.record_temperature = temperature
-        jobs = [(task, j, f"{key}-{i}-{j}") for i, task in enumerate(tasks) for j in range(group_size)]
+        # each episode's rollout id is an unguessable token (no other client can read or steer it); its name is
+        # what trajectories carry
+        jobs = [(task, j, gateway.open(f"{key}-{i}-{j}")) for i, task in enumerate(tasks) for j in range(group_size)]
         started: dict[str, float] = {}
-        futures = {self.pool.submit(self._episode, task, rid, started): rid for task, _, rid in jobs}
+        futures = {self.pool.submit(self._episode, task, r.id, started): r.id for task, _, r in jobs}
         results = self._gather(futures, started)
         out: list[Trajectory] = []
-        for task, j, rid in jobs:
-            reward, outcome, error = results[rid]
-            out += self._trajectories(task, j, rid, gateway.take(rid), reward, outcome, error)
+        for task, j, r in jobs:
+            reward, outcome, error = results[r.id]
+            out += self._trajectories(task, j, r.name, gateway.take(r.id), reward, outcome, error)
         if not gateway.engine.wait_idle():  # a timed-out agent's last request must not sample during the update
             raise RuntimeError("the gateway's sampler did not finish its last batch within 60 s")
         return out
@@ -192,7 +194,7 @@ class AgentEpisodes:
                         pending.discard(f)
         return results
 
-    def _trajectories(self, task: Any, j: int, rid: str, rollout: Rollout | None, reward: float | None,
+    def _trajectories(self, task: Any, j: int, name: str, rollout: Rollout | None, reward: float | None,
                       outcome: str, error: str | None) -> list[Trajectory]:
         """The episode's segments as Trajectories, each carrying the episode's reward; one without tokens when the
         agent failed or never called the model."""
@@ -200,7 +202,7 @@ class AgentEpisodes:
             if outcome == "ok":
                 outcome, error = "env_error", "the agent made no request to the model: nothing to train on"
             return [Trajectory(self.env_name, task_id(task), task_kind(task), j, [], [], 0.0, outcome,  # type: ignore[arg-type]
-                               False, {"episode": rid, "error": error})]
+                               False, {"episode": name, "error": error})]
         rollout.reward = reward if reward is not None else 0.0
         segments = rollout.trajectories(self.renderer, env=self.env_name)
         out = []
@@ -209,7 +211,7 @@ class AgentEpisodes:
             out.append(replace(t, task_id=task_id(task), task_kind=task_kind(task), sample=j, reward=r,
                                turn_rewards=[0.0] * (len(t.turn_rewards) - 1) + [r], outcome=outcome,
                                success=outcome == "ok" and r > 0,
-                               info={**t.info, "episode": rid, "segment": k, "segments": len(segments),
+                               info={**t.info, "episode": name, "segment": k, "segments": len(segments),
                                      **({"error": error} if error else {})}))
         return out
 

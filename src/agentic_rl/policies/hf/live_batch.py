@@ -10,8 +10,10 @@ A finished request leaves at once; its row is dropped when a quarter of the rows
 A request of a session (an agent's rollout) keeps its row after its turn ("parked"): the session's next request,
 whose prompt extends the ids sampled so far (the gateway's records guarantee it), continues in that row and
 prefills only its new tokens (the tool's reply), as the in-process sampler does between turns. A parked row is
-dropped when the session is released, when it is not resumed within PARK_STEPS decode steps, or when the session's
-next request does not extend it.
+dropped when the session is released, when it is not resumed within PARK_STEPS decode steps, when the session's
+next request does not extend it, or when more than `max_parked` rows are parked (the longest-parked goes: its
+session's next request is prefilled whole, as a new one). Parked rows sit in the cache every step reads, so the cap
+bounds both the memory and the time a step takes however many rollouts are open.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ from .kv_cache import join_rows, shorten_prefix, take_rows
 from .sampler import HFPolicy, HFSession, SampledTurn, TurnRequest, _EpisodeTokens
 
 PARK_STEPS = 256  # decode steps a parked row waits for its session's next request
+MAX_PARKED = 16  # rows parked at once
 
 
 class LiveBatch(HFSession):
     """Requests by key (an int the caller chooses), sampled one token per `step` until each ends its turn."""
 
-    def __init__(self, policy: HFPolicy, seed: int, on_token: Callable[[int, int], None] | None = None):
-        """on_token(key, token_id) is called as tokens are sampled."""
+    def __init__(self, policy: HFPolicy, seed: int, on_token: Callable[[int, int], None] | None = None,
+                 max_parked: int = MAX_PARKED):
+        """on_token(key, token_id) is called as tokens are sampled; max_parked: most session rows kept at once."""
         super().__init__(policy, [], [], seed)
+        self.max_parked = max_parked
         self.requests = {}
         self.on_token = on_token
         self.prefix_ids: list[int] = []  # the prompt tokens every row reads from the shared prefix
@@ -96,6 +101,13 @@ class LiveBatch(HFSession):
         key, _ = self.parked.pop(session, (None, 0))
         if key is not None:
             del self.tokens[key]
+
+    def cancel(self, key: int) -> None:
+        """Stop a running request (its client has gone): its row leaves with the finished ones, nothing is parked."""
+        for state in (self.requests, self.out, self.logits, self.gens, self._stopped, self.tokens):
+            state.pop(key, None)  # type: ignore[attr-defined]
+        if not self.tokens:
+            self.cache, self.rows = None, []
 
     def _resumes(self, key: int, r: TurnRequest) -> bool:
         """Continue the session's parked row under `key` if the prompt extends its ids; else drop the row."""
@@ -178,6 +190,8 @@ class LiveBatch(HFSession):
         if r.session is not None:
             self.release(r.session)  # a session has one row at a time
             self.parked[r.session] = (e, self.steps)
+            while len(self.parked) > self.max_parked:
+                self.release(next(iter(self.parked)))  # the longest-parked (a resumed session parks anew, last)
         else:
             del self.tokens[e]
         return SampledTurn(ids, ep.logprobs[len(r.prompt):], self._turn_text(e, ids), finish,  # type: ignore[arg-type]
