@@ -38,8 +38,11 @@ def trained_dir(tmp_path_factory) -> Path:
     from agentic_rl.train.sft import SFTConfig, train_sft
 
     out = tmp_path_factory.mktemp("sft") / "run"
+    # torch.optim.Muon's numerics, as this fixture was made before float32 became the CPU default: the same weights,
+    # so the tests keep the behaviour they were written against (a LangGraph agent's greedy calls among them)
     cfg = load_config(SFTConfig, overrides=SMALL_SFT + ["demos=400", "max_steps=250", "batch_size=16",
-                                                        "eval_every=0", "eval_tasks=10", "lr=3e-3"])
+                                                        "eval_every=0", "eval_tasks=10", "lr=3e-3",
+                                                        "muon_dtype=bfloat16"])
     train_sft(cfg, out)
     return out / "model"
 

@@ -28,6 +28,14 @@ def test_in_bfloat16_it_is_torchs_muon_exactly(monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_a_pinned_dtype_wins_over_the_device_rule():
+    ours, theirs = _params(4), _params(4)
+    _run(lambda ps, **kw: Muon(ps, ns_dtype=torch.bfloat16, **kw), ours)
+    _run(torch.optim.Muon, theirs)
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
+
+
 def test_on_a_cpu_it_orthogonalises_in_float32_and_stays_close_to_the_bfloat16_update():
     assert ns_dtype_for(torch.device("cpu")) == torch.float32
     assert ns_dtype_for(torch.device("cuda", 0)) == torch.bfloat16

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -36,7 +37,12 @@ def orthogonalise(update: torch.Tensor, coefficients: tuple[float, float, float]
 
 
 class Muon(torch.optim.Muon):
-    """`torch.optim.Muon` (same arguments, same state) with the orthogonalisation dtype chosen per device."""
+    """`torch.optim.Muon` (same arguments, same state) with the orthogonalisation dtype chosen per device, or
+    pinned by `ns_dtype`."""
+
+    def __init__(self, params: Any, *args: Any, ns_dtype: torch.dtype | None = None, **kwargs: Any):
+        super().__init__(params, *args, **kwargs)
+        self.ns_dtype = ns_dtype
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
@@ -57,7 +63,7 @@ class Muon(torch.optim.Muon):
                 buf.lerp_(p.grad, 1 - momentum)
                 update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
                 ortho = orthogonalise(update, group["ns_coefficients"], group["ns_steps"], group["eps"],
-                                      ns_dtype_for(p.device))
+                                      self.ns_dtype or ns_dtype_for(p.device))
                 p.mul_(1 - lr * decay)
                 p.add_(ortho.to(p.dtype), alpha=-lr * _lr_ratio(group["adjust_lr_fn"], p.shape))
         return loss

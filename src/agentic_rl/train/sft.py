@@ -68,6 +68,9 @@ class SFTConfig(TrainerConfig):
     """`muon`: Muon (orthogonalised momentum) on the decoder layers' weight matrices, AdamW on the rest; `adamw`:
     AdamW on everything. Muon is the default: in the same number of steps it reaches a clearly higher held-out
     success on tool_use (docs/design-notes.md#sft-defaults)."""
+    muon_dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    """What Muon's Newton–Schulz runs in: `auto` is bfloat16 on CUDA and float32 elsewhere (most CPUs emulate
+    bfloat16 matmuls, ~50× slower: benchmarks/muon_step.py); `bfloat16` is `torch.optim.Muon`'s numerics exactly."""
     weight_decay: float = Field(0.01, ge=0)
     """Decoupled weight decay."""
     warmup_ratio: float = Field(0.05, ge=0, le=1)
@@ -259,7 +262,8 @@ def build_optimizers(trainee: Trainee, cfg: SFTConfig) -> list[torch.optim.Optim
     for name, p in trainee.model.named_parameters():
         (hidden if p.ndim == 2 and ".layers." in name else rest).append(p)
     return [torch.optim.AdamW(rest, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95)),
-            Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw")]
+            Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay, adjust_lr_fn="match_rms_adamw",
+                 ns_dtype=None if cfg.muon_dtype == "auto" else getattr(torch, cfg.muon_dtype))]
 
 
 def _state(opts: list[torch.optim.Optimizer], scheds: list[Any], step: int) -> dict[str, Any]:
