@@ -489,15 +489,23 @@ def serve(policy: str = typer.Option(..., help="A model directory, preset (smoll
           allow_host: list[str] = typer.Option([], "--allow-host",
                                                help="A Host / Origin name to accept besides the loopback ones and "
                                                     "--host (repeatable; '*' any). Others get 403: a web page, "
-                                                    "even after a DNS rebind, cannot use the server.")) -> None:
+                                                    "even after a DNS rebind, cannot use the server."),
+          max_rollouts: int = typer.Option(1024, min=1, help="Rollouts open at once; one more evicts the one idle "
+                                                             "longest (its next turn gets 409)."),
+          max_connections: int = typer.Option(256, min=1, help="Connections and requests at once; beyond, 503."),
+          header_timeout: float = typer.Option(10.0, min=0.1, help="Seconds a client has to send a request's "
+                                                                   "head; a slower one is disconnected.")) -> None:
     """Serve a policy behind an OpenAI-compatible API (/v1/chat/completions, tools, streaming) and record the
     requests made under /rollouts/{id}/v1 token for token, for training an agent written against the OpenAI API."""
     from .config import ConfigError
     from .serve import serve as run_server
 
     try:
+        from .serve.server import ServerLimits
+
         run_server(policy, host=host, port=port, api_key=api_key, model_name=model_name, max_tokens=max_tokens,
-                   device=device, allow_hosts=tuple(allow_host))
+                   device=device, allow_hosts=tuple(allow_host), max_rollouts=max_rollouts,
+                   limits=ServerLimits(header_timeout_s=header_timeout, max_connections=max_connections))
     except (ConfigError, ImportError) as err:
         _fail(str(err))
 

@@ -28,8 +28,9 @@ import math
 import secrets
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,6 +60,8 @@ from .records import Rollout, Segment, continue_ids, extends, request_key
 
 MAX_CALLS = 64  # parallel calls parsed from one turn
 MAX_NAME_CHARS = 200  # a rollout's label
+MAX_ROLLOUTS = 1024  # rollouts open at once; opening one more evicts the longest idle
+ROLLOUT_TTL_S = 3600.0  # a rollout idle this long is evicted
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 log = logging.getLogger("agentic_rl.serve")
 
@@ -68,8 +71,11 @@ class Gateway:
 
     def __init__(self, policy: HFPolicy, model_name: str | None = None, max_tokens: int | None = None,
                  api_key: str | None = None, engine: Engine | None = None,
-                 allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES):
-        """allowed_hosts: the names a request's Host and Origin may give ("*": any)."""
+                 allowed_hosts: tuple[str, ...] = LOOPBACK_NAMES, max_rollouts: int = MAX_ROLLOUTS,
+                 rollout_ttl_s: float = ROLLOUT_TTL_S):
+        """allowed_hosts: the names a request's Host and Origin may give ("*": any); max_rollouts, rollout_ttl_s:
+        how many rollouts may be open, and how long one may sit idle, before the longest idle is evicted (its next
+        turn gets a 409 saying so)."""
         self.policy, self.renderer, self.api_key = policy, policy.renderer, api_key
         self.allowed_hosts = tuple(h.lower().strip("[]") for h in allowed_hosts)
         self.model_name = model_name or policy.path.name
@@ -79,7 +85,11 @@ class Gateway:
         self.engine = engine or Engine(policy)
         self.rollouts: dict[str, Rollout] = {}
         self.any_model = False  # a trainer serves whatever model name the agent asks for with the policy in training
-        self.closed: set[str] = set()  # rollouts a trainer has taken: later requests under them are refused
+        self.max_rollouts, self.rollout_ttl_s = max_rollouts, rollout_ttl_s
+        self._renderer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentic-rl-render")
+        # rollouts that take no more turns (taken, timed out, evicted) → why; the oldest forgotten past 8 × the open
+        # ones, after which their ids are simply unknown (404)
+        self.closed: OrderedDict[str, str] = OrderedDict()
         # Set by a trainer: recorded requests sample at this temperature with top_p 1, whatever they ask, so the
         # recorded logprobs are the distribution the loss computes
         self.record_temperature: float | None = None
@@ -106,10 +116,41 @@ class Gateway:
         return None
 
     def open(self, name: str = "") -> Rollout:
-        """A new, empty rollout under an unguessable id: the id is its creator's only credential."""
+        """A new, empty rollout under an unguessable id: the id is its creator's only credential. Rollouts idle past
+        the TTL are evicted first, then the longest idle while `max_rollouts` are open (503 if every one is mid-turn)."""
+        now = time.monotonic()
+        for rid, r in list(self.rollouts.items()):
+            if now - r.touched > self.rollout_ttl_s and not r.lock.locked():
+                self.evict(rid, f"evicted after {self.rollout_ttl_s:.0f} s without a request")
+        while len(self.rollouts) >= self.max_rollouts:
+            idle = [r for r in self.rollouts.values() if not r.lock.locked()]
+            if not idle:
+                raise ApiError(503, f"{self.max_rollouts} rollouts are open and every one is mid-turn; retry later",
+                               code="too_many_rollouts", kind="server_error")
+            self.evict(min(idle, key=lambda r: r.touched).id,
+                       f"evicted: {self.max_rollouts} rollouts were open (`serve --max-rollouts`) and it had waited "
+                       "longest for its next request")
         rollout = Rollout(secrets.token_urlsafe(24), name)
         self.rollouts[rollout.id] = rollout
         return rollout
+
+    def shutdown(self) -> None:
+        """Stop the engine's thread and the rendering thread."""
+        self.engine.close()
+        self._renderer_thread.shutdown(wait=False, cancel_futures=True)
+
+    def close(self, rollout_id: str, why: str) -> None:
+        """No more turns under this rollout (its record stays until taken)."""
+        self.closed[rollout_id] = why
+        self.closed.move_to_end(rollout_id)
+        while len(self.closed) > 8 * self.max_rollouts:
+            self.closed.popitem(last=False)
+
+    def evict(self, rollout_id: str, why: str) -> None:
+        """Close a rollout and forget its record and its kept cache row."""
+        self.close(rollout_id, why)
+        self.rollouts.pop(rollout_id, None)
+        self.engine.release(rollout_id)
 
     def rollout(self, rollout_id: str, for_turn: bool = False) -> Rollout:
         """The rollout `rollout_id`, or the error its client should see (unknown: 404; closed: 409 — for a new turn
@@ -118,18 +159,27 @@ class Gateway:
         if rollout is not None and (rollout_id not in self.closed or not for_turn):
             return rollout
         if rollout_id in self.closed:
-            raise ApiError(409, f"rollout {rollout_id!r} is closed: its episode has ended (timed out, or its record "
-                                "was taken for training)", code="rollout_closed", kind="invalid_request_error")
+            raise ApiError(409, f"rollout {rollout_id!r} is closed: {self.closed[rollout_id]}", code="rollout_closed",
+                           kind="invalid_request_error")
         raise ApiError(404, f"no rollout {rollout_id[:64]!r}: create one with POST /rollouts and use the id it "
                             "returns", code="rollout_not_found", kind="not_found_error")
 
     def take(self, rollout_id: str) -> Rollout | None:
         """Close a rollout and hand its record over (None if the agent never called the model under it)."""
-        self.closed.add(rollout_id)
+        self.close(rollout_id, "its record was taken (DELETE, or by the trainer)")
         self.engine.release(rollout_id)
         return self.rollouts.pop(rollout_id, None)
 
     # -- one request ----------------------------------------------------------------------------------------------
+
+    async def off_loop(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)` on the gateway's one parsing-and-rendering thread: a 4 MB prompt no longer stops every other
+        client's stream for seconds, and rendering stays one at a time, as it was on the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._renderer_thread, fn, *args)
+
+    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The ids of a new conversation's prompt, ready for the assistant's turn."""
+        return self.renderer.render(messages, add_generation_prompt=True).ids
 
     def rows(self, req: ChatRequest, prompt: list[int], session: str | None = None
              ) -> tuple[list[TurnRequest], list[int]]:
@@ -278,15 +328,19 @@ def create_app(gateway: Gateway) -> FastAPI:
     return app
 
 
+def _parse(raw: bytes) -> tuple[Any, ChatRequest]:
+    body = parse_body(raw)
+    return body, parse_request(body)
+
+
 async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> Any:
-    body = parse_body(await request.body())
-    req = parse_request(body)
+    body, req = await gateway.off_loop(_parse, await request.body())
     if req.model != gateway.model_name and not gateway.any_model:
         raise ApiError(404, f"model {req.model!r} is not served here; this server serves {gateway.model_name!r}",
                        param="model", code="model_not_found", kind="not_found_error")
     messages = prompt_messages(req)
     if rollout_id is None:
-        prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
+        prompt = await gateway.off_loop(gateway.prompt_ids, messages)
         rows, forced = gateway.rows(req, prompt)
         return await _deliver(gateway, req, rows, forced, _submit(gateway, req, rows, forced))
     rollout = gateway.rollout(rollout_id, for_turn=True)
@@ -304,17 +358,20 @@ async def _chat(gateway: Gateway, request: Request, rollout_id: str | None) -> A
     handed = False  # the lock goes to the turn's completion, which releases it once the reply is recorded
     try:
         if rollout_id in gateway.closed or gateway.rollouts.get(rollout_id) is not rollout:
-            raise ApiError(409, f"rollout {rollout_id!r} was closed while this request waited for it",
+            why = gateway.closed.get(rollout_id, "its record was taken")
+            raise ApiError(409, f"rollout {rollout_id!r} was closed while this request waited for it: {why}",
                            code="rollout_closed", kind="invalid_request_error")
+        rollout.touched = time.monotonic()
         if key in rollout.replies:
             return await _replay(rollout.replies[key], req.stream, req.include_usage)
         seg = rollout.segments[-1] if rollout.segments else None
         reason = "first request" if seg is None else extends(seg, req.messages, req.tools)
         if reason is None and seg is not None:
-            prompt = seg.ids + continue_ids(seg, messages, gateway.renderer, gateway.renderer.eos_id)
+            prompt = seg.ids + await gateway.off_loop(continue_ids, seg, messages, gateway.renderer,
+                                                       gateway.renderer.eos_id)
         else:
             seg = Segment(reason or "first request", req.tools)
-            prompt = gateway.renderer.render(messages, add_generation_prompt=True).ids
+            prompt = await gateway.off_loop(gateway.prompt_ids, messages)
         rows, forced = gateway.rows(req, prompt, session=rollout_id)
 
         def record(reply: dict[str, Any], turns: list[SampledTurn]) -> None:

@@ -7,9 +7,11 @@ import socket
 import threading
 import time
 from types import TracebackType
+from typing import Any
 
 from ..policies.hf.sampler import HFPolicy
 from .app import Gateway, create_app
+from .server import ServerLimits, uvicorn_config
 
 
 def free_port() -> int:
@@ -23,17 +25,17 @@ class LocalGateway:
     manager: leaving it stops the server and the engine's thread."""
 
     def __init__(self, policy: HFPolicy, model_name: str | None = None, api_key: str | None = None,
-                 start_timeout_s: float = 30.0):
+                 start_timeout_s: float = 30.0, limits: ServerLimits = ServerLimits(), **gateway: Any):
+        """limits: the server's timeouts and connection limit; gateway: more `Gateway` arguments (max_rollouts, …)."""
         try:
             import uvicorn
         except ImportError as e:
             raise ImportError("an agent function is served through the gateway, which needs the serve extra: "
                               "pip install -e '.[serve]'") from e
-        self.gateway = Gateway(policy, model_name=model_name, api_key=api_key)
+        self.gateway = Gateway(policy, model_name=model_name, api_key=api_key, **gateway)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        self._server = uvicorn.Server(uvicorn.Config(create_app(self.gateway), host="127.0.0.1", port=port,
-                                                     log_level="error"))
+        self._server = uvicorn.Server(uvicorn_config(create_app(self.gateway), "127.0.0.1", port, limits, log_level="error"))
         self._thread = threading.Thread(target=self._server.run, name="agentic-rl-gateway", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + start_timeout_s
@@ -46,7 +48,7 @@ class LocalGateway:
     def close(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
-        self.gateway.engine.close()
+        self.gateway.shutdown()
 
     def __enter__(self) -> LocalGateway:
         return self

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class Rollout:
     reward: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    touched: float = field(default_factory=time.monotonic, repr=False)  # its last request (eviction picks the oldest)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "reward": self.reward, "info": self.info,

@@ -189,7 +189,8 @@ class AgentEpisodes:
                 for f in list(pending):
                     rid = futures[f]
                     if rid in started and now - started[rid] > self.timeout_s:
-                        self.server.gateway.closed.add(rid)  # its next request is refused: the thread ends soon
+                        self.server.gateway.close(rid, f"the episode ran past episode_timeout_s={self.timeout_s}")
+                        # its next request is refused: the thread ends soon
                         results[rid] = (None, "timeout", f"the agent ran past episode_timeout_s={self.timeout_s}")
                         pending.discard(f)
         return results
