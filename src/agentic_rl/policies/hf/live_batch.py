@@ -5,7 +5,8 @@ running request. The first requests of a batch are prefilled as the sampler pref
 they share kept once, `kv_cache.py`). Later requests are prefilled apart, reading that same prefix — shortened first
 if their prompts share less of it (`kv_cache.shorten_prefix`) — and their rows join the cache, each row's tokens
 right-aligned and the slots no row uses dropped (`kv_cache.join_rows`), so the next step samples them with the rest.
-A finished request leaves at once; its row is dropped when a quarter of the rows are finished, or when others join.
+A finished request leaves at once; its row is dropped when a quarter of the rows are finished, when others join, or
+when the batch goes idle (the cache then holds the parked rows only).
 
 A request of a session (an agent's rollout) keeps its row after its turn ("parked"): the session's next request,
 whose prompt extends the ids sampled so far (the gateway's records guarantee it), continues in that row and
@@ -177,8 +178,8 @@ class LiveBatch(HFSession):
         for session, (_, since) in list(self.parked.items()):
             if self.steps - since > PARK_STEPS:
                 self.release(session)
-        if feeds and (len(self.rows) - len(self.tokens)) * 4 >= len(self.rows):
-            self._keep_rows([e for e in self.rows if e in self.tokens])
+        if (len(self.rows) - len(self.tokens)) * 4 >= len(self.rows) or (not feeds and len(self.rows) > len(self.tokens)):
+            self._keep_rows([e for e in self.rows if e in self.tokens])  # and when the batch goes idle: only kept rows
         self.logits = self._forward(feeds) if feeds else {}
         if not self.tokens:  # drained: the next admission starts a new cache
             self.cache, self.rows = None, []
