@@ -72,6 +72,9 @@ def main() -> None:
     result = {"policy": args.policy, "episodes": args.episodes, "max_new_tokens": args.tokens,
               "gateway_tokens_per_s": round(g, 1), "local_tokens_per_s": round(loc, 1),
               "gateway_over_local": round(g / loc, 2), "tokens": tokens, "repeats": args.repeats}
+    paired = [a / b for a, b in zip(rates["gateway"], rates["local"])]  # each repeat's two paths, side by side
+    result["paired_ratio"] = {"median": round(statistics.median(paired), 2), "min": round(min(paired), 2),
+                              "max": round(max(paired), 2)}
     for k, v in result.items():
         print(f"{k:22s} {v}")
     if args.json:
