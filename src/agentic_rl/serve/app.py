@@ -173,8 +173,8 @@ class Gateway:
     # -- one request ----------------------------------------------------------------------------------------------
 
     async def off_loop(self, fn: Any, *args: Any) -> Any:
-        """`fn(*args)` on the gateway's one parsing-and-rendering thread: a 4 MB prompt no longer stops every other
-        client's stream for seconds, and rendering stays one at a time, as it was on the event loop."""
+        """`fn(*args)` on the gateway's one parsing-and-rendering thread, so a huge prompt does not stop the other
+        clients' streams while it renders; rendering stays one at a time."""
         return await asyncio.get_running_loop().run_in_executor(self._renderer_thread, fn, *args)
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:

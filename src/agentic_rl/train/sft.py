@@ -70,7 +70,7 @@ class SFTConfig(TrainerConfig):
     success on tool_use (docs/design-notes.md#sft-defaults)."""
     muon_dtype: Literal["auto", "bfloat16", "float32"] = "auto"
     """What Muon's Newton–Schulz runs in: `auto` is bfloat16 on CUDA and float32 elsewhere (most CPUs emulate
-    bfloat16 matmuls, ~50× slower: benchmarks/muon_step.py); `bfloat16` is `torch.optim.Muon`'s numerics exactly."""
+    bfloat16 matmuls, many times slower: benchmarks/muon_step.py); `bfloat16` is `torch.optim.Muon`'s numerics exactly."""
     weight_decay: float = Field(0.01, ge=0)
     """Decoupled weight decay."""
     warmup_ratio: float = Field(0.05, ge=0, le=1)
