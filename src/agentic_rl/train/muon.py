@@ -3,8 +3,8 @@
 `torch.optim.Muon` always orthogonalises in bfloat16. On a CPU without native bfloat16 matrix units (AVX2-only
 x86, most laptops and cloud VMs) every bfloat16 matmul is emulated, many times slower than float32
 (benchmarks/muon_step.py measures the step both ways). Float32 is also the more exact of the two, so on a CPU it
-costs nothing to prefer it; on CUDA bfloat16 stays, as in the reference implementation. Same update rule, same state (`momentum_buffer`), so a
-checkpoint written by either optimizer loads into the other.
+costs nothing to prefer it; on CUDA bfloat16 stays, as in the reference implementation. Same update rule, same
+state (`momentum_buffer`), so a checkpoint written by either optimizer loads into the other.
 """
 from __future__ import annotations
 
